@@ -1,0 +1,172 @@
+"""Compatibility with environment files written for the authors' implementation.
+
+Two shapes load unchanged:
+
+* games: a class whose name ends in ``Env`` with ``__init__(self, max_turns=N, **kw)``, ``reset(seed=None)``
+  returning ``(str, dict)`` (or a bare ``str``), ``step(action) -> 5-tuple`` parsing ``\\boxed{...}`` itself,
+  and an optional ``solution()``;
+* tool use: a subclass of :class:`ToolUseBaseEnv` (importable as ``tool_use_base_env.ToolUseBaseEnv`` or used
+  unimported) with ``self._tools``, ``tool_<name>`` methods, ``self._expected_answer`` and, optionally, the
+  multi-turn ``_user_messages`` / ``_message_criteria`` / ``_current_msg`` protocol.
+
+:class:`OfficialEnv` adapts either to the native :class:`~spade.env.ToolEnv` interface, so the harness has
+one code path. Imported inside the sandbox: standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from spade.actions import wrap_boxed
+from spade.env import StepResult, ToolEnv
+
+_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
+class ToolUseBaseEnv:
+    """The authors' tool-use base class, re-implemented with the same observable behaviour."""
+
+    def __init__(self, max_turns: int = 10, **kwargs: Any) -> None:
+        self.max_turns = max_turns
+        self.turn_count = 0
+        self._tools: dict[str, dict[str, Any]] = {}
+        self._state: dict[str, Any] = {}
+        self._expected_answer: Any = None
+        self._call_history: list[dict[str, Any]] = []
+
+    def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def solution(self) -> str:
+        raise NotImplementedError
+
+    def get_tools(self) -> list[dict[str, Any]]:
+        """``self._tools`` in OpenAI function format."""
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": spec.get("description", ""),
+                    "parameters": spec.get("parameters", {"type": "object", "properties": {}}),
+                },
+            }
+            for name, spec in self._tools.items()
+        ]
+
+    def execute_tool(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Run ``tool_<name>(**args)``; errors come back as text with ``returncode`` 1."""
+        self._call_history.append({"name": name, "arguments": args})
+        method = getattr(self, f"tool_{name}", None)
+        if name not in self._tools or method is None:
+            return {"output": f"Error calling {name}: unknown tool", "returncode": 1}
+        try:
+            return {"output": str(method(**(args or {}))), "returncode": 0}
+        except Exception as exc:  # noqa: BLE001 - the authors' contract turns any tool error into text
+            return {"output": f"Error calling {name}: {exc}", "returncode": 1}
+
+    def _check_answer(self, answer: str) -> bool:
+        expected = str(self._expected_answer).strip()
+        if answer.strip().lower() == expected.lower():
+            return True
+        try:
+            return abs(float(answer) - float(expected)) < 0.01
+        except ValueError:
+            return False
+
+    def _advance_if_done(self) -> str:
+        """Multi-turn protocol: reveal the next instruction once the current one's criterion holds."""
+        messages = getattr(self, "_user_messages", None)
+        criteria = getattr(self, "_message_criteria", None)
+        if not messages or not criteria:
+            return ""
+        current = getattr(self, "_current_msg", 0)
+        if current < len(criteria) and criteria[current](self._state):
+            self._current_msg = current = current + 1
+            if current < len(messages):
+                return f"\n\n[NEXT STEP] {messages[current]}"
+            return "\n\n[ALL STEPS COMPLETE] Submit <answer>done</answer>."
+        return ""
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self.turn_count += 1
+        answers = _ANSWER_RE.findall(action)
+        if answers:
+            if self._check_answer(answers[-1].strip()):
+                return "Correct!", 1.0, True, False, {}
+            return self._wrong_answer_feedback(), 0.0, self._out_of_turns(), False, {}
+        calls = _TOOL_CALL_RE.findall(action)
+        if calls:
+            outputs = []
+            for raw in calls:
+                try:
+                    call = json.loads(raw)
+                    outputs.append(self.execute_tool(call["name"], call.get("arguments") or {})["output"])
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    outputs.append("Error: malformed tool call")
+            return "\n".join(outputs), 0.0, False, self._out_of_turns(), {}
+        return "Use <tool_call>...</tool_call> or <answer>...</answer>.", -0.1, False, self._out_of_turns(), {}
+
+    def _wrong_answer_feedback(self) -> str:
+        messages = getattr(self, "_user_messages", None)
+        current = getattr(self, "_current_msg", None)
+        if messages and current is not None and current < len(messages):
+            return f"Incorrect: the pending step is: {messages[current]}"
+        return "Incorrect."
+
+    def _out_of_turns(self) -> bool:
+        return self.turn_count >= self.max_turns
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class OfficialEnv(ToolEnv):
+    """Adapts an official-format game or tool-use environment to the native interface."""
+
+    def __init__(self, inner: Any, max_turns: int | None = None) -> None:
+        super().__init__(max_turns=max_turns or getattr(inner, "max_turns", None) or 10)
+        self.inner = inner
+        self.is_tool_env = isinstance(inner, ToolUseBaseEnv) or hasattr(inner, "execute_tool")
+        if hasattr(inner, "max_turns"):
+            inner.max_turns = self.max_turns
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        self.turn = 0
+        result = self.inner.reset(seed=seed)
+        if isinstance(result, str):
+            return result, {}
+        obs, info = result
+        return obs, dict(info or {})
+
+    def step(self, action: str) -> StepResult:
+        if not self.is_tool_env and "\\boxed" not in action:
+            action = wrap_boxed(action)
+        obs, reward, terminated, truncated, info = self.inner.step(action)
+        self.turn += 1
+        truncated = bool(truncated) or (not terminated and self.turn >= self.max_turns)
+        return obs, reward, terminated, truncated, info
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return list(self.inner.get_tools()) if self.is_tool_env else []
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        if not self.is_tool_env:
+            return "Error: this environment has no tools."
+        return str(self.inner.execute_tool(name, arguments)["output"])
+
+    def check_answer(self, answer: str) -> bool:
+        return bool(self.inner._check_answer(answer))
+
+    def solution(self) -> list[str] | str:
+        if not hasattr(self.inner, "solution"):
+            raise NotImplementedError
+        result = self.inner.solution()
+        return list(result) if isinstance(result, list | tuple) else str(result)
+
+    def close(self) -> None:
+        if hasattr(self.inner, "close"):
+            self.inner.close()
