@@ -1,8 +1,110 @@
-"""The `spade` command line: each subcommand parses its config and calls one library function."""
+"""The ``spade`` command line: each subcommand parses its options and calls one library function."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-def main() -> None:
-    """Entry point of the `spade` console script."""
-    raise SystemExit("spade: no subcommands yet")
+import tyro
+
+from spade.play import Solver
+
+USAGE = """usage: spade COMMAND [options]
+
+commands:
+  envs    list the registered seed environments
+  play    play an environment (registry name or file) as a human or with its scripted solution
+  train   run SPADE self-play training (--preset cpu-tiny|paper, --resume RUN_DIR)
+
+`spade COMMAND --help` describes a command's options."""
+
+
+@dataclass(frozen=True)
+class EnvsArgs:
+    """List the registered seed environments with their skill and a one-line description."""
+
+    setting: str = ""
+    """Only this setting ('games' or 'tool_use'); empty for all."""
+
+
+@dataclass(frozen=True)
+class PlayArgs:
+    """Play one environment in the terminal.
+
+    ENV is a registry name (see `spade envs`) or the path of an environment file in the native or the
+    official format. Files are untrusted code and run in the sandbox; registry environments are the
+    project's own code and run in-process.
+    """
+
+    env: Annotated[str, tyro.conf.Positional]
+    """Registry name or path to an environment file."""
+    seed: int | None = None
+    """Episode seed (random when omitted)."""
+    solver: Solver = "human"
+    """'human': you type actions; 'scripted': the environment's solution() plays and the transcript prints."""
+    difficulty: int | None = None
+    """Difficulty level (seed environments accept 0..n-1)."""
+    max_turns: int | None = None
+    """Override the environment's turn budget."""
+
+
+def _cmd_envs(argv: Sequence[str]) -> int:
+    args = tyro.cli(EnvsArgs, args=argv, prog="spade envs")
+    from spade import envs  # noqa: PLC0415 - subcommands import what they need, keeping `spade --help` fast
+
+    rows = [envs.spec(n) for n in envs.names()]
+    rows = [s for s in rows if not args.setting or s.setting == args.setting]
+    width = max((len(s.name) for s in rows), default=4)
+    for s in rows:
+        print(f"{s.name:<{width}}  {s.setting:<8}  {s.skill:<22}  {s.description}")
+    return 0
+
+
+def _cmd_play(argv: Sequence[str]) -> int:
+    args = tyro.cli(PlayArgs, args=argv, prog="spade play")
+    from spade.play import open_playable, play  # noqa: PLC0415
+
+    options: dict[str, Any] = {} if args.difficulty is None else {"difficulty": args.difficulty}
+    try:
+        with open_playable(args.env, max_turns=args.max_turns) as env:
+            result = play(env, args.solver, seed=args.seed, options=options, out=sys.stdout)
+    except (KeyError, FileNotFoundError, ValueError) as exc:
+        print(f"spade play: {exc}", file=sys.stderr)
+        return 2
+    if result.quit:
+        return 0
+    won = result.terminated and result.last_reward >= 1.0
+    print("Result: " + ("won" if won else "not won") + f" (reward {result.last_reward:+.2f})")
+    return 0
+
+
+def _cmd_train(argv: Sequence[str]) -> int:
+    from spade.train import main as train_main  # noqa: PLC0415
+
+    return train_main(argv)
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "envs": _cmd_envs,
+    "play": _cmd_play,
+    "train": _cmd_train,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``spade`` console script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0 if args else 2
+    command = COMMANDS.get(args[0])
+    if command is None:
+        print(f"spade: unknown command {args[0]!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    return command(args[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,348 @@
+"""Configuration: one frozen dataclass per component, composed into :class:`TrainConfig`.
+
+Parsed once by the CLI with tyro (attribute docstrings become ``--help``). Named presets (``cpu-tiny``,
+``paper``) are full ``TrainConfig`` values that command-line flags override. Cross-field checks raise
+:class:`ConfigError` with a message that says how to fix the value. ``to_json`` / ``from_json`` round-trip
+a resolved config (it is written to every run directory).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from spade.actions import ActionMode
+from spade.sandbox.limits import Limits
+from spade.skills import Setting, skills_for
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names the field and the fix."""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """The policy model and the engine that samples from it."""
+
+    backend: Literal["hf", "vllm", "openai", "scripted"] = "hf"
+    """Sampling engine: transformers (hf), vLLM, an OpenAI-compatible server, or the scripted test policy."""
+    model: str = "embedded"
+    """'embedded' (SmolLM2-135M-Instruct shipped in a package), a local model folder, or a .gguf file."""
+    base_url: str = ""
+    """Server URL for the openai backend (e.g. http://127.0.0.1:8000/v1)."""
+    device: str = "auto"
+    """'auto', 'cpu' or 'cuda[:N]'."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    max_context: int = 2048
+    """Context window used for budgets (tokens)."""
+    request_timeout_s: float = 120.0
+    max_concurrency: int = 16
+    """Concurrent requests to a server backend."""
+    scripted_behaviour: str = "mixed"
+    """Scripted backend only: what its designer emits ('valid', 'broken', 'hostile', 'mixed')."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlayConfig:
+    """How the agent plays one environment."""
+
+    action_mode: ActionMode = "boxed"
+    return_mode: Literal["final", "sum"] = "final"
+    """'final': last step's reward if terminated else 0 (the released recipe); 'sum': clipped sum of rewards."""
+    success_threshold: float = 1.0
+    max_turns: int = 25
+    """Agent turn budget per episode (the environment's own max_turns may end it sooner)."""
+    context_tokens: int = 32768
+    turn_tokens: int = 8192
+    """Per-turn generation budget; a reply cut at this length ends the episode."""
+    temperature: float = 0.6
+    top_p: float = 1.0
+    format_reward: float = 0.0
+    """Added to the return when every reply was well-formed (0 disables; small models benefit from ~0.1)."""
+    difficulty: int | None = None
+    """Difficulty level passed to seed environments' reset (None: each environment's default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckerConfig:
+    """The validation ladder for generated environments."""
+
+    determinism_seeds: int = 3
+    probe_episodes: int = 4
+    """Random-policy episodes for the step-type and termination checks."""
+    feasibility_seeds: int = 3
+    exploit_episodes: int = 8
+    exploit_max_success: float = 0.2
+    """Degenerate policies may win at most this fraction of episodes."""
+    max_source_chars: int = 60_000
+    llm_review: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DesignerConfig:
+    """The environment designer role."""
+
+    setting: Setting = "games"
+    skills: tuple[str, ...] = ()
+    """Skill slugs to design for; empty means all skills of the setting."""
+    skills_per_regen: int = 3
+    """Round-robin window of skills active per regeneration epoch."""
+    envs_per_regen: int = 24
+    regen_interval: int = 4
+    """Steps between regenerations; the current environments are replayed in between."""
+    edit_fraction: float = 0.0
+    """Fraction of designs made by editing a parent from memory instead of writing from scratch."""
+    memory_examples: int = 2
+    negative_examples: int = 1
+    doc_tokens: int = 1024
+    """Token budget of the grounding document in the prompt."""
+    max_tokens: int = 8192
+    temperature: float = 0.6
+    hint_max_tokens: int = 512
+    attempts: int = 1
+    """Design attempts per slot; each failed attempt is a penalised designer sample."""
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutConfig:
+    """How many plays each environment gets."""
+
+    plays_per_env: int = 8
+    hint_plays_per_env: int = 16
+    """Hinted plays per new environment; the paired no-hint arm reuses their seeds."""
+    max_concurrent_plays: int = 128
+
+
+@dataclass(frozen=True, slots=True)
+class RewardConfig:
+    """Designer reward and per-role advantages."""
+
+    variant: Literal["regret", "blend", "solve_rate", "learning_potential"] = "blend"
+    invalid_penalty: float = -0.5
+    regret_scale: float = 1.0
+    blend_regret_norm: float = 0.15
+    designer_scale_cap: float = 50.0
+    drop_constant_groups: bool = True
+    delay: int = 0
+    """Steps of agent training on a new environment before its designer sample is credited (0: immediate)."""
+    lp_ema: float = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class TrainerConfig:
+    """The GRPO update."""
+
+    lr: float = 1e-6
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    tis_cap: float = 2.0
+    """Truncated importance-sampling cap for stale samples."""
+    lora_rank: int = 0
+    """0: full fine-tuning; > 0: LoRA of that rank."""
+    lora_alpha: int = 32
+    micro_batch_tokens: int = 8192
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    """The environment archive."""
+
+    capacity: int = 200
+    band_low: float = 0.1
+    band_high: float = 0.9
+    """Win-rate band in which an environment counts as learnable."""
+    warm_start: bool = True
+    """Seed the archive with the seed library of the active setting."""
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusConfig:
+    """Grounding documents."""
+
+    path: str = ""
+    """JSONL, Parquet or a folder of .txt files; empty for the shipped Wikipedia summaries."""
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """A SPADE training run."""
+
+    name: str = "spade"
+    runs_dir: Path = Path("runs")
+    steps: int = 400
+    seed: int = 0
+    mode: Literal["selfplay", "fixed_pool"] = "selfplay"
+    pool: str = ""
+    """fixed_pool mode: an official-format pool folder, or empty for the seed library."""
+    checkpoint_every: int = 1
+    model: ModelConfig = field(default_factory=ModelConfig)
+    play: PlayConfig = field(default_factory=PlayConfig)
+    sandbox: Limits = field(default_factory=Limits)
+    checker: CheckerConfig = field(default_factory=CheckerConfig)
+    designer: DesignerConfig = field(default_factory=DesignerConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def run_dir(self) -> Path:
+        """Where this run writes everything."""
+        return self.runs_dir / self.name
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Cross-field checks; raises ConfigError saying how to fix the first problem found."""
+    d, t, r = cfg.designer, cfg.trainer, cfg.reward
+    _require(cfg.steps >= 1, f"steps must be >= 1 (got {cfg.steps})")
+    _require(d.regen_interval >= 1, "designer.regen_interval must be >= 1")
+    _require(d.envs_per_regen >= 1, "designer.envs_per_regen must be >= 1")
+    _require(0.0 <= d.edit_fraction <= 1.0, "designer.edit_fraction must be in [0, 1]")
+    known = skills_for(d.setting)
+    bad = [s for s in d.skills if s not in known]
+    _require(not bad, f"designer.skills {bad} are not {d.setting} skills; choose from {', '.join(known)}")
+    _require(d.skills_per_regen >= 1, "designer.skills_per_regen must be >= 1")
+    _require(0 < t.clip_low < 1 and 0 < t.clip_high < 1, "trainer.clip_low/clip_high must be in (0, 1)")
+    _require(t.lr > 0, "trainer.lr must be > 0")
+    _require(r.delay >= 0, "reward.delay must be >= 0")
+    _require(
+        r.delay == 0 or r.delay < cfg.steps,
+        f"reward.delay ({r.delay}) must be smaller than steps ({cfg.steps}) or no designer sample is ever credited",
+    )
+    _require(
+        cfg.rollout.plays_per_env >= 2,
+        "rollout.plays_per_env must be >= 2: group-relative advantages need at least two plays",
+    )
+    _require(
+        r.variant == "learning_potential" or cfg.mode == "fixed_pool" or cfg.rollout.hint_plays_per_env >= 1,
+        f"reward.variant={r.variant!r} needs hinted plays: set rollout.hint_plays_per_env >= 1",
+    )
+    _require(
+        cfg.mode != "selfplay" or cfg.model.backend != "openai" or bool(cfg.model.base_url),
+        "model.backend='openai' needs model.base_url (e.g. --model.base-url http://127.0.0.1:8000/v1)",
+    )
+    _require(
+        cfg.play.turn_tokens <= cfg.play.context_tokens, "play.turn_tokens must not exceed play.context_tokens"
+    )
+
+
+# -- presets ------------------------------------------------------------------------------------------------
+
+PAPER = TrainConfig(name="paper")
+"""The released recipe (8 GPUs, 30B): 24 envs every 4 steps, 8 plays + 16 hinted plays, 25 turns, 32k context."""
+
+CPU_TINY = TrainConfig(
+    name="cpu-tiny",
+    steps=6,
+    model=ModelConfig(max_context=2048),
+    play=PlayConfig(
+        action_mode="lenient",
+        max_turns=4,
+        context_tokens=1536,
+        turn_tokens=48,
+        temperature=0.7,
+        format_reward=0.1,
+        difficulty=0,
+    ),
+    checker=CheckerConfig(probe_episodes=3, feasibility_seeds=2, exploit_episodes=4),
+    designer=DesignerConfig(
+        envs_per_regen=2,
+        regen_interval=3,
+        skills_per_regen=2,
+        edit_fraction=0.75,
+        memory_examples=1,
+        negative_examples=0,
+        doc_tokens=96,
+        max_tokens=640,
+        temperature=0.7,
+        hint_max_tokens=48,
+    ),
+    rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4, max_concurrent_plays=16),
+    reward=RewardConfig(variant="regret"),
+    trainer=TrainerConfig(lr=1e-4, lora_rank=8, lora_alpha=16, micro_batch_tokens=2048),
+    memory=MemoryConfig(capacity=50),
+)
+"""Embedded SmolLM2-135M on 2 CPU cores: a complete run in well under 30 minutes."""
+
+PRESETS: dict[str, TrainConfig] = {"paper": PAPER, "cpu-tiny": CPU_TINY}
+
+
+def preset(name: str) -> TrainConfig:
+    """A named preset; unknown names raise ConfigError listing the known ones."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
+
+
+# -- JSON round trip -----------------------------------------------------------------------------------------
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """A JSON-safe dict of a config dataclass (paths as strings, tuples as lists)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            value = to_dict(value)
+        elif isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+def to_json(cfg: TrainConfig) -> str:
+    """The resolved config as indented JSON."""
+    return json.dumps(to_dict(cfg), indent=2, sort_keys=True)
+
+
+T = TypeVar("T")
+
+
+def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+    """Rebuild a config dataclass from ``to_dict`` output; unknown keys are an error."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(data) - names
+    _require(not unknown, f"unknown {cls.__name__} fields {sorted(unknown)}; valid: {sorted(names)}")
+    kwargs = {k: _coerce(hints[k], v) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def _coerce(hint: Any, value: Any) -> Any:
+    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        return from_dict(hint, value)  # type: ignore[arg-type]
+    if hint is Path:
+        return Path(value)
+    origin = typing.get_origin(hint)
+    if origin is tuple and isinstance(value, list):
+        return tuple(value)
+    if origin in (typing.Union, types.UnionType) and value is not None:
+        non_none = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _coerce(non_none[0], value) if len(non_none) == 1 else value
+    return value
+
+
+def from_json(text: str) -> TrainConfig:
+    """Parse JSON written by :func:`to_json`."""
+    return from_dict(TrainConfig, json.loads(text))
