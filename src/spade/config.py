@@ -128,14 +128,28 @@ class RewardConfig:
     """Designer reward and per-role advantages."""
 
     variant: Literal["regret", "blend", "solve_rate", "learning_potential"] = "blend"
+    """Designer reward (see spade.rewards.DESIGNER_REWARDS)."""
     invalid_penalty: float = -0.5
+    """Raw reward of a designer sample whose environment was rejected (centred with the valid ones)."""
     regret_scale: float = 1.0
+    """regret variant: multiplier of the floored regret."""
+    regret_clip: float = 1.0
+    """regret variant: upper bound of the scaled regret."""
     blend_regret_norm: float = 0.15
+    """blend variant: regret that earns full regret credit."""
+    blend_plateau_weight: float = 0.6
+    """blend variant: weight of the plateau term; the regret term gets the rest."""
+    plateau_low: float = 0.4
+    plateau_high: float = 0.6
+    """blend/solve_rate: win rates in [plateau_low, plateau_high] earn full plateau credit."""
+    plateau_ramp: float = 0.25
+    """blend/solve_rate: width of the linear ramps to zero credit on either side of the plateau."""
     designer_scale_cap: float = 50.0
     drop_constant_groups: bool = True
     delay: int = 0
     """Steps of agent training on a new environment before its designer sample is credited (0: immediate)."""
     lp_ema: float = 0.1
+    """learning_potential variant: rate of the per-skill slow EMA of win rates."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +237,13 @@ def validate(cfg: TrainConfig) -> None:
     _require(0 < t.clip_low < 1 and 0 < t.clip_high < 1, "trainer.clip_low/clip_high must be in (0, 1)")
     _require(t.lr > 0, "trainer.lr must be > 0")
     _require(r.delay >= 0, "reward.delay must be >= 0")
+    _require(
+        0.0 <= r.plateau_low <= r.plateau_high <= 1.0 and r.plateau_ramp >= 0.0,
+        "reward.plateau_low <= reward.plateau_high must lie in [0, 1] and reward.plateau_ramp must be >= 0",
+    )
+    _require(0.0 <= r.blend_plateau_weight <= 1.0, "reward.blend_plateau_weight must be in [0, 1]")
+    _require(r.blend_regret_norm > 0.0, "reward.blend_regret_norm must be > 0")
+    _require(0.0 < r.lp_ema <= 1.0, "reward.lp_ema must be in (0, 1]")
     _require(
         r.delay == 0 or r.delay < cfg.steps,
         f"reward.delay ({r.delay}) must be smaller than steps ({cfg.steps}) or no designer sample is ever credited",
