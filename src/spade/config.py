@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from spade.actions import ActionMode
+from spade.prompts import Difficulty
 from spade.sandbox.limits import Limits
 from spade.skills import Setting, skills_for
 
@@ -111,6 +112,17 @@ class DesignerConfig:
     hint_max_tokens: int = 512
     attempts: int = 1
     """Design attempts per slot; each failed attempt is a penalised designer sample."""
+    difficulty: Difficulty = "medium"
+    """Target difficulty stated in the designer prompt (the released recipe always asks for medium)."""
+    example_code_chars: int = 3000
+    """Memory examples longer than this are cut at a line boundary, with a marker saying so."""
+    worked_example_chars: int = 12_000
+    """Prefer a seed environment within this size as the prompt's complete worked example."""
+    hint_temperature: float = 0.3
+    hint_max_words: int = 80
+    """Word limit stated in the hint prompt."""
+    hint_max_chars: int = 600
+    """Hints are cut to this length (at a sentence boundary when one is near)."""
 
 
 @dataclass(frozen=True, slots=True)
