@@ -87,6 +87,28 @@ class CheckerConfig:
     """Degenerate policies may win at most this fraction of episodes."""
     max_source_chars: int = 60_000
     llm_review: bool = False
+    reward_min: float = -1.0
+    """Smallest per-step reward accepted (the sandbox's hard limit, ``sandbox.reward_min``, is wider)."""
+    reward_max: float = 1.0
+    """Largest per-step reward accepted."""
+    success_threshold: float = 1.0
+    """An episode is won when it terminates with a return at least this (as ``play.success_threshold``)."""
+    return_mode: Literal["final", "sum"] = "final"
+    """How the checker computes an episode's return (as ``play.return_mode``)."""
+    termination_turns: int = 100
+    """Random and do-nothing play must end (terminated or truncated) within this many steps."""
+    long_action_chars: int = 10_000
+    """Length of the very long actions sent by the anti-exploit probes."""
+    strict_rng: bool = True
+    """Reject native environments that use the module-level RNG even when they seed it (official-format
+    files that seed it in reset only get a warning; an unseeded global RNG is rejected in either format)."""
+    allowed_imports: tuple[str, ...] = (
+        "__future__", "abc", "array", "bisect", "calendar", "cmath", "collections", "copy", "dataclasses",
+        "datetime", "decimal", "enum", "fractions", "functools", "hashlib", "heapq", "itertools", "json",
+        "math", "numbers", "numpy", "operator", "random", "re", "spade.env", "spade.envs.official",
+        "statistics", "string", "textwrap", "tool_use_base_env", "typing", "unicodedata",
+    )  # fmt: skip
+    """Modules an environment may import (a name also allows its submodules)."""
 
 
 @dataclass(frozen=True, slots=True)
