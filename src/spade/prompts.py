@@ -1,17 +1,79 @@
-"""Prompt texts of the designer and hint roles (assembled by ``spade.designer``).
+"""Designer prompts: the texts, the data a prompt is built from, and its assembly into chat messages.
 
-The texts state the native contract of SPEC §3 (subclass ``TextEnv`` / ``ToolEnv``, ``ENV = ClassName``,
-``_reset`` drawing only from ``self.rng``, ``step`` returning through ``self.end_turn``, ``solution()``,
-``max_turns``, standard library only). They never name evaluation benchmarks: tool-use environments are
-grounded in the document's own domain, not in a benchmark's.
+A designer prompt is a system role, then one user message with the grounding document (truncated to a token
+budget), the target skill and difficulty, the native interface contract of SPEC §3 (subclass ``TextEnv`` /
+``ToolEnv``, ``ENV = ClassName``, ``_reset`` drawing only from ``self.rng``, ``step`` returning through
+``self.end_turn``, ``solution()``, ``max_turns``, standard library only) with one complete worked example (a
+seed environment), up to k memory examples with their win rate and regret, negative examples with the reason
+they failed, and the instruction to create a different environment. ``edit`` mode shows a parent
+environment's full code instead of the examples and asks for the complete modified file (ACCEL-style: a rule,
+a constant, the win condition or the observation). The texts never name evaluation benchmarks: tool-use
+environments are grounded in the document's own domain, not in a benchmark's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal
+
+from spade.skills import setting_of, skills_for
+from spade.types import CorpusDoc, Message
 
 Difficulty = Literal["easy", "medium", "hard"]
 """Target difficulty of a designed environment."""
+
+Mode = Literal["generate", "edit"]
+"""``generate``: write an environment from scratch; ``edit``: mutate a parent environment from memory."""
+
+
+Truncate = Callable[[str, int], str]
+"""``truncate(text, n_tokens)``: the longest prefix of ``text`` within ``n_tokens`` tokens."""
+
+
+@dataclass(frozen=True, slots=True)
+class Exemplar:
+    """An environment from memory shown to the designer (a positive example or an edit parent)."""
+
+    env_id: str
+    code: str
+    skill: str
+    win_rate: float | None
+    """Latest agent win rate; None when it was never played (e.g. a seed environment)."""
+    regret: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Negative:
+    """An environment to avoid, with why: checker findings (``"code: message"``) or a calibration verdict."""
+
+    env_id: str
+    skill: str
+    reasons: tuple[str, ...]
+    code: str = ""
+    """Optional code, shown as a short excerpt."""
+
+
+@dataclass(frozen=True, slots=True)
+class DesignRequest:
+    """Everything one designer prompt is built from."""
+
+    skill: str
+    mode: Mode
+    worked_example: str
+    """Complete source of a seed environment of the same setting (ignored in ``edit`` mode)."""
+    document: CorpusDoc | None = None
+    difficulty: Difficulty = "medium"
+    examples: tuple[Exemplar, ...] = ()
+    negatives: tuple[Negative, ...] = ()
+    parent: Exemplar | None = None
+    """The environment to mutate; required in ``edit`` mode."""
+
+    def __post_init__(self) -> None:
+        setting_of(self.skill)  # raises ValueError naming the known skills
+        if self.mode == "edit" and self.parent is None:
+            raise ValueError("edit mode needs a parent environment; pass parent= or use mode='generate'")
+
 
 SYSTEM_GAMES = (
     "You are an expert designer of interactive, multi-turn text environments for training reasoning agents. "
@@ -162,3 +224,139 @@ HINT_SYSTEM_TOOLS = """You read the code of a tool-use environment and its task,
 agent who cannot see the code. Give a value-free plan: which kinds of tools to use in which order and what to
 check before finishing, using placeholders instead of concrete ids, names or values. At most {max_words}
 words. Never state the final answer or the exact calls. Reply with the hint only."""
+
+
+# -- prompt assembly -----------------------------------------------------------------------------------------
+
+
+def truncate_words(text: str, n_words: int) -> str:
+    """A whitespace-word truncator (the fallback :data:`Truncate` when no tokenizer is at hand)."""
+    words = text.split()
+    return text if len(words) <= n_words else " ".join(words[:n_words])
+
+
+def truncate_code(code: str, max_chars: int) -> str:
+    """``code`` cut to whole lines within ``max_chars``, preferring a method boundary, with a visible marker.
+
+    The cut never splits a line; it backs off to the last blank line or ``def``/``class`` line when that keeps
+    at least half the budget, and ends with a comment saying how many lines were left out.
+    """
+    if len(code) <= max_chars:
+        return code
+    lines = code.splitlines()
+    kept, size = 0, 0
+    while kept < len(lines) and size + len(lines[kept]) + 1 <= max_chars:
+        size += len(lines[kept]) + 1
+        kept += 1
+    boundary = kept  # lines[boundary] is the first line left out; cut just before a blank or def line
+    while 0 < boundary < len(lines) and not _is_boundary(lines[boundary]):
+        boundary -= 1
+    if sum(len(ln) + 1 for ln in lines[:boundary]) >= max_chars // 2:
+        kept = boundary
+    body = "\n".join(lines[:kept]).rstrip()
+    omitted = len(lines) - len(body.splitlines())
+    return f"{body}\n# ... [truncated for this prompt: {omitted} more lines not shown; the file is complete]"
+
+
+def _is_boundary(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith(("def ", "class ", "@"))
+
+
+def _document_block(doc: CorpusDoc | None, truncate: Truncate, doc_tokens: int) -> str:
+    if doc is None or not doc.text.strip():
+        return ""
+    text = truncate(doc.text, doc_tokens)
+    if len(text) < len(doc.text.rstrip()):
+        text = text.rstrip() + "\n[... document truncated]"
+    title = f"Title: {doc.title}\n" if doc.title else ""
+    return f"<REFERENCE_DOCUMENT>\n{title}{text}\n</REFERENCE_DOCUMENT>"
+
+
+def _target_block(skill: str, difficulty: Difficulty) -> str:
+    name = skills_for(setting_of(skill))[skill]
+    return (
+        f"TARGET SKILL: {name} (`{skill}`). {SKILL_DESCRIPTIONS[skill]}\n"
+        f"DIFFICULTY: {DIFFICULTY_RULES[difficulty]}"
+    )
+
+
+def _examples_block(examples: Sequence[Exemplar], example_chars: int) -> str:
+    if not examples:
+        return ""
+    parts = [
+        "ENVIRONMENTS FROM MEMORY (well calibrated for the current agent; take inspiration, "
+        "but create a DIFFERENT environment):"
+    ]
+    for i, ex in enumerate(examples, 1):
+        header = f"### Memory example {i} ({_stats(ex)})"
+        parts.append(f"{header}\n```python\n{truncate_code(ex.code, example_chars)}\n```")
+    return "\n\n".join(parts)
+
+
+def _negatives_block(negatives: Sequence[Negative], example_chars: int) -> str:
+    if not negatives:
+        return ""
+    parts = ["AVOID environments like these (they were rejected or badly calibrated):"]
+    for neg in negatives:
+        reasons = "; ".join(neg.reasons) or "rejected"
+        part = f"- {neg.env_id} ({neg.skill}): {reasons}"
+        if neg.code:
+            part += f"\n```python\n{truncate_code(neg.code, max(200, example_chars // 4))}\n```"
+        parts.append(part)
+    return "\n".join(parts)
+
+
+def _stats(ex: Exemplar) -> str:
+    if ex.win_rate is None:
+        return f"{ex.skill}; not played yet"
+    regret = "not measured" if ex.regret is None else f"{ex.regret:.2f}"
+    return f"{ex.skill}; agent win rate {ex.win_rate:.2f}; regret {regret}"
+
+
+def _edit_advice(win_rate: float | None) -> str:
+    if win_rate is None:
+        return "The parent has not been played yet: keep the difficulty, change the challenge."
+    if win_rate > 0.6:
+        return f"The agent wins {win_rate:.0%} of the parent's episodes: make the new one harder."
+    if win_rate < 0.3:
+        return f"The agent wins {win_rate:.0%} of the parent's episodes: make the new one a little easier."
+    return (
+        f"The agent wins {win_rate:.0%} of the parent's episodes: keep the difficulty, change the challenge."
+    )
+
+
+def build_design_messages(
+    req: DesignRequest,
+    *,
+    truncate: Truncate = truncate_words,
+    doc_tokens: int = 1024,
+    example_chars: int = 3000,
+) -> list[Message]:
+    """The chat messages of one designer prompt (see the module docstring for the layout)."""
+    setting = setting_of(req.skill)
+    tools = setting == "tool_use"
+    contract = (CONTRACT_TOOLS if tools else CONTRACT_GAMES).format(skill=req.skill)
+    blocks = [_document_block(req.document, truncate, doc_tokens), _target_block(req.skill, req.difficulty)]
+    if req.mode == "edit":
+        parent = req.parent
+        if parent is None:
+            raise ValueError("edit mode needs a parent environment; pass parent= or use mode='generate'")
+        blocks += [
+            contract,
+            f"PARENT ENVIRONMENT `{parent.env_id}` ({_stats(parent)}), complete code:\n"
+            f"```python\n{parent.code.rstrip()}\n```",
+            _negatives_block(req.negatives, example_chars),
+            EDIT_INSTRUCTION.format(advice=_edit_advice(parent.win_rate)),
+        ]
+    else:
+        blocks += [
+            f"{contract}\n\nA COMPLETE WORKED EXAMPLE of this interface:\n"
+            f"```python\n{req.worked_example.rstrip()}\n```",
+            _examples_block(req.examples, example_chars),
+            _negatives_block(req.negatives, example_chars),
+            TOOLS_GENERATE_INSTRUCTION if tools else GENERATE_INSTRUCTION,
+        ]
+    system = SYSTEM_TOOLS if tools else SYSTEM_GAMES
+    user = "\n\n".join(b for b in blocks if b)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

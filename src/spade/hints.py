@@ -1,0 +1,222 @@
+"""Privileged hints: the policy's short strategy note about an environment, and the filter keeping it honest.
+
+The hint is written by a separate, low-temperature call of the same policy on the environment code and its
+first observation (SPEC §6). Reasoning blocks and special tokens are stripped before anything is used, the
+length is capped, and hints that contain the literal answer or the winning action sequence are rejected
+(:func:`leak_reason` states the rule), because a leaked answer turns hint-based regret into a measure of
+copying rather than of learnable difficulty.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from spade import prompts
+from spade.actions import last_boxed, strip_reasoning
+from spade.designer import sample_tokens
+from spade.prompts import truncate_code
+from spade.skills import Setting
+from spade.types import Message, Policy, SamplingParams
+
+HintReason = Literal[
+    "ok", "capped", "empty", "contains_code", "leak_sequence", "leak_final_action", "truncated", "model_error"
+]
+"""Why :func:`clean_hint` kept or rejected a hint. ``ok`` and ``capped`` (cut to the length cap at a sentence
+or word boundary) keep it; every other reason rejects it."""
+
+_SPECIAL_TOKEN_RE = re.compile(r"<\|[^|<>\s]{1,40}\|>|</?s>")
+_HINT_PREFIX_RE = re.compile(r"^\W*hint\W*:\W*", re.IGNORECASE)
+_JSON_BLOCK_RE = re.compile(r"```json\s*(.*?)```", re.DOTALL)
+_ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+
+
+def build_hint_messages(
+    code: str, first_observation: str, setting: Setting, *, max_words: int = 80, code_chars: int | None = None
+) -> list[Message]:
+    """The chat messages asking for a short strategy hint about one environment."""
+    template = prompts.HINT_SYSTEM_TOOLS if setting == "tool_use" else prompts.HINT_SYSTEM_GAMES
+    shown = truncate_code(code, code_chars) if code_chars else code
+    user = (
+        f"Environment code:\n```python\n{shown.rstrip()}\n```\n\n"
+        f"First observation the player sees:\n{first_observation.strip()}\n\nWrite the hint."
+    )
+    return [
+        {"role": "system", "content": template.format(max_words=max_words)},
+        {"role": "user", "content": user},
+    ]
+
+
+def _normalise(text: str) -> str:
+    """Lower-case, no spaces around punctuation, single spaces: ``"7 + 9"`` and ``"7+9"`` compare equal."""
+    text = re.sub(r"\s*([^\w\s])\s*", r"\1", text.lower())
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _action_text(action: str) -> str:
+    """The part of an action a hint could leak: the content of a box or of an ``<answer>`` tag."""
+    boxed = last_boxed(action)
+    if boxed is not None:
+        action = boxed
+    answers = _ANSWER_TAG_RE.findall(action)
+    return _normalise(answers[-1] if answers else action)
+
+
+def _find_token(haystack: str, needle: str, start: int = 0) -> int:
+    """End index of the first standalone occurrence of ``needle`` at or after ``start``, or -1."""
+    pattern = re.compile(rf"(?<![a-z0-9]){re.escape(needle)}(?![a-z0-9])")
+    found = pattern.search(haystack, start)
+    return found.end() if found else -1
+
+
+def leak_reason(hint: str, solution: Sequence[str], public: Sequence[str] = ()) -> HintReason | None:
+    """Whether a hint gives away the winning actions, and how (None when it does not).
+
+    Actions are compared after unwrapping ``\\boxed{}`` / ``<answer>`` and normalising case and spacing
+    around punctuation, as standalone tokens (``7`` does not match ``17``, ``up`` does not match ``upper``).
+
+    - ``leak_sequence``: every action of ``solution`` occurs in the hint, in order (gaps allowed). For a
+      one-action solution this is the answer itself, however short.
+    - ``leak_final_action``: the final winning action is at least two characters long, occurs in the hint,
+      and occurs in none of the ``public`` texts (e.g. the first observation: a move the agent is shown as
+      valid, or a protocol word such as ``done``, is no secret).
+    """
+    actions = [a for a in (_action_text(s) for s in solution) if a]
+    if not actions:
+        return None
+    text = _normalise(hint)
+    pos = 0
+    for action in actions:
+        pos = _find_token(text, action, pos)
+        if pos < 0:
+            break
+    else:
+        return "leak_sequence"
+    final = actions[-1]
+    is_public = any(_find_token(_normalise(p), final) >= 0 for p in public)
+    if len(final) >= 2 and not is_public and _find_token(text, final) >= 0:
+        return "leak_final_action"
+    return None
+
+
+def _cap(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    head = text[:max_chars]
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s|$)", head)]
+    if ends and ends[-1] >= max_chars // 3:
+        return head[: ends[-1]]
+    return head[: head.rfind(" ")].rstrip(",;: ") + " ..." if " " in head else head
+
+
+def clean_hint(
+    text: str, solution: Sequence[str] | None = None, public: Sequence[str] = (), max_chars: int = 500
+) -> tuple[str | None, HintReason]:
+    """A usable hint from a completion, or None and why.
+
+    Strips reasoning blocks and special tokens, takes the ``"hint"`` value of a JSON reply, drops a leading
+    ``Hint:``, rejects fenced code, caps the length at ``max_chars`` (at a sentence boundary when one is near)
+    and rejects leaks of ``solution`` (the environment's winning actions, when known) per :func:`leak_reason`.
+    """
+    body = _SPECIAL_TOKEN_RE.sub("", strip_reasoning(text)).strip()
+    body = _json_hint(body)
+    if "```" in body:
+        return None, "contains_code"
+    body = " ".join(_HINT_PREFIX_RE.sub("", body).split())
+    if not body:
+        return None, "empty"
+    capped = _cap(body, max_chars)
+    leak = leak_reason(capped, solution or (), public)
+    if leak is not None:
+        return None, leak
+    return capped, "ok" if capped == body else "capped"
+
+
+def _json_hint(body: str) -> str:
+    block = _JSON_BLOCK_RE.search(body)
+    raw = block.group(1) if block else body
+    if not raw.lstrip().startswith("{"):
+        return body
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        return body
+    hint = data.get("hint") if isinstance(data, dict) else None
+    return hint if isinstance(hint, str) else body
+
+
+# -- policy call ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HintRequest:
+    """One environment to write a hint for."""
+
+    env_id: str
+    code: str
+    first_observation: str
+    setting: Setting
+    solution: tuple[str, ...] | None = None
+    """The environment's winning actions (``solution()`` of the hinted instance) when it provides them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """The outcome of one hint call: the hint (None when rejected), why, and what was sampled."""
+
+    env_id: str
+    hint: str | None
+    reason: HintReason
+    messages: tuple[Message, ...]
+    completion: str
+    tokens_T: tuple[int, ...] = ()  # noqa: N815 - shape suffix (CONVENTIONS.md)
+    mask_T: tuple[int, ...] = ()  # noqa: N815 - shape suffix (CONVENTIONS.md)
+    sample_logprobs_T: tuple[float, ...] = ()  # noqa: N815 - shape suffix (CONVENTIONS.md)
+
+
+async def write_hints(
+    policy: Policy,
+    requests: Sequence[HintRequest],
+    params: SamplingParams,
+    *,
+    max_words: int = 80,
+    max_chars: int = 500,
+    code_chars: int | None = None,
+) -> list[Hint]:
+    """Ask the policy for one hint per environment in one batch and filter each (see :func:`clean_hint`)."""
+    messages = [
+        build_hint_messages(
+            r.code, r.first_observation, r.setting, max_words=max_words, code_chars=code_chars
+        )
+        for r in requests
+    ]
+    prompt_ids = [policy.template.render(m, add_generation_prompt=True) for m in messages]
+    completions = await policy.sample(prompt_ids, params) if requests else []
+    if len(completions) != len(requests):
+        raise RuntimeError(f"policy returned {len(completions)} completions for {len(requests)} prompts")
+    hints = []
+    for req, msgs, ids, comp in zip(requests, messages, prompt_ids, completions, strict=True):
+        hint: str | None
+        reason: HintReason
+        if comp.finish_reason == "error":
+            hint, reason = None, "model_error"
+        else:
+            hint, reason = clean_hint(comp.text, req.solution, (req.first_observation,), max_chars)
+            if hint is None and reason == "empty" and comp.finish_reason == "length":
+                reason = "truncated"
+        tokens, mask, logprobs = sample_tokens(ids, comp)
+        hints.append(Hint(req.env_id, hint, reason, tuple(msgs), comp.text, tokens, mask, logprobs))
+    return hints
+
+
+def hint_metrics(hints: Sequence[Hint]) -> dict[str, float]:
+    """The share of hints per :data:`HintReason`, under ``hint/``, plus ``hint/accepted_rate``."""
+    if not hints:
+        return {}
+    n = len(hints)
+    out = {f"hint/{r}_rate": sum(h.reason == r for h in hints) / n for r in get_args(HintReason)}
+    out["hint/accepted_rate"] = sum(h.hint is not None for h in hints) / n
+    return out

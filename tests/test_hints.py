@@ -1,0 +1,188 @@
+"""Hints: the prompt, cleaning, the leak filter, and one end-to-end hint call with a fake policy."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spade import hints, prompts
+from spade.hints import HintRequest
+from spade.types import Completion, Message, SamplingParams
+
+CODE = (
+    "class GuessEnv(TextEnv):\n    def _reset(self, options):\n        self.secret = self.rng.randint(1, 9)\n"
+)
+OBS = "Guess the secret number from 1 to 9. Valid actions: a number, or 'up' / 'down' to move the pointer."
+
+
+def test_hint_prompt_shows_code_and_first_observation() -> None:
+    msgs = hints.build_hint_messages(CODE, OBS, "games", max_words=42)
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    assert msgs[0]["content"] == prompts.HINT_SYSTEM_GAMES.format(max_words=42)
+    assert "at most 42 words" in msgs[0]["content"]
+    assert "Never state the answer" in msgs[0]["content"]
+    assert CODE.rstrip() in msgs[1]["content"]
+    assert OBS in msgs[1]["content"]
+    tool = hints.build_hint_messages(CODE, OBS, "tool_use")
+    assert "value-free plan" in tool[0]["content"]
+    long_code = "\n".join(f"x{i} = {i}" for i in range(500))
+    cut = hints.build_hint_messages(long_code, OBS, "games", code_chars=300)
+    assert "x499" not in cut[1]["content"]
+    assert "truncated for this prompt" in cut[1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Narrow the range by halving it each turn.", "Narrow the range by halving it each turn."),
+        ("<think>the secret is 7 so say 7</think>Halve the range each turn.", "Halve the range each turn."),
+        ("Hint: Halve the range.<|im_end|>", "Halve the range."),
+        ("**HINT:**   Halve\n the   range.", "Halve the range."),
+        ('```json\n{"hint": "Halve the range."}\n```', "Halve the range."),
+        ('{"hint": "Halve the range."}', "Halve the range."),
+        ('{"advice": "Halve the range."}', '{"advice": "Halve the range."}'),
+    ],
+    ids=[
+        "plain",
+        "reasoning",
+        "prefix-and-special-token",
+        "bold-prefix-whitespace",
+        "json-block",
+        "json",
+        "json-without-hint-key",
+    ],
+)
+def test_clean_hint_keeps_the_useful_text(text: str, expected: str) -> None:
+    assert hints.clean_hint(text) == (expected, "ok")
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "empty"),
+        ("<think>I will reveal that the answer is", "empty"),
+        ("Hint:  <|im_end|>", "empty"),
+        ("Use this:\n```python\nprint(env.secret)\n```", "contains_code"),
+    ],
+)
+def test_clean_hint_rejects_unusable_text(text: str, reason: str) -> None:
+    assert hints.clean_hint(text) == (None, reason)
+
+
+def test_clean_hint_caps_length_at_a_sentence_or_word_boundary() -> None:
+    text = "First sentence here. Second sentence is longer than the rest. Third one."
+    hint, reason = hints.clean_hint(text, max_chars=50)
+    assert (hint, reason) == ("First sentence here.", "capped")
+    hint, reason = hints.clean_hint("word " * 100, max_chars=42)
+    assert reason == "capped"
+    assert hint is not None
+    assert hint.endswith("word ...")
+    assert len(hint) <= 46
+
+
+@pytest.mark.parametrize(
+    ("hint", "solution", "public", "reason"),
+    [
+        # the whole winning sequence, in order, with different spacing
+        ("Try 7+9 first, then 16 * 2.", ["7 + 9", "16 * 2"], [], "leak_sequence"),
+        ("Play 16*2 after 7+9.", ["7 + 9", "16 * 2"], [], "leak_final_action"),
+        ("Start with 7+9; then think.", ["7 + 9", "16 * 2"], [], None),
+        # a one-action solution: the answer itself, even a single character
+        ("The number is 7.", ["7"], [], "leak_sequence"),
+        ("The number is \\boxed{7}.", ["\\boxed{7}"], [], "leak_sequence"),
+        ("There are 17 numbers; halve the range.", ["7"], [], None),
+        # final multi-character action, unless the agent is shown it anyway
+        ("Finally submit PARIS.", ["look", "paris"], [], "leak_final_action"),
+        ("Answer with the city name; Parisian cafes are a red herring.", ["look", "paris"], [], None),
+        ("Move up when stuck.", ["left", "up"], [OBS], None),
+        ("Move up when stuck.", ["left", "up"], [], "leak_final_action"),
+        ("Go left, then up.", ["left", "up"], [OBS], "leak_sequence"),
+        # single-character final action of a longer sequence is too common to reject
+        ("Press a key, then b.", ["x", "y", "b"], [], None),
+        # tool use: the final answer inside <answer> is unwrapped; protocol words in the task are public
+        (
+            "Look up the order, then answer ORD-991.",
+            ['<tool_call>{"name": "f"}</tool_call>', "<answer>ORD-991</answer>"],
+            [],
+            "leak_final_action",
+        ),
+        (
+            "Finish by answering done.",
+            ['<tool_call>{"name": "f"}</tool_call>', "<answer>done</answer>"],
+            ["When all steps are complete, submit <answer>done</answer>."],
+            None,
+        ),
+        ("Anything at all.", [], [], None),
+        ("Anything at all.", ["", "  "], [], None),
+    ],
+)
+def test_leak_reason(hint: str, solution: list[str], public: list[str], reason: str | None) -> None:
+    assert hints.leak_reason(hint, solution, public) == reason
+
+
+def test_clean_hint_applies_the_leak_filter() -> None:
+    assert hints.clean_hint("The secret is 7.", ["7"]) == (None, "leak_sequence")
+    assert hints.clean_hint("The secret is 7.", None) == ("The secret is 7.", "ok")
+    assert hints.clean_hint("<think>it is 7</think>Halve the range.", ["7"]) == ("Halve the range.", "ok")
+
+
+class FakeTemplate:
+    def render(
+        self, messages: Sequence[Message], tools: Any = None, *, add_generation_prompt: bool = True
+    ) -> list[int]:
+        return [len(str(m["content"])) % 1000 for m in messages] + [7]
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return ""
+
+
+class FakePolicy:
+    def __init__(self, completions: list[Completion]) -> None:
+        self.template = FakeTemplate()
+        self.completions = completions
+        self.params: list[SamplingParams] = []
+
+    async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        self.params.append(params)
+        return self.completions[: len(prompts)]
+
+    def load_weights(self, path: Path) -> None:
+        raise NotImplementedError
+
+
+def test_write_hints_end_to_end() -> None:
+    def req(i: int) -> HintRequest:
+        return HintRequest(f"env-{i}", CODE, OBS, "games", ("7",))
+
+    policy = FakePolicy(
+        [
+            Completion("<think>secret 7</think>Halve the range each turn.", (1, 2), (-0.1, -0.2), "stop"),
+            Completion("It is 7.", (3,), (-0.3,), "stop"),
+            Completion("<think>long reasoning that never", (4, 5, 6), (-0.1, -0.1, -0.1), "length"),
+            Completion("", (), (), "error", error="timeout"),
+        ]
+    )
+    params = SamplingParams(temperature=0.3, max_tokens=64)
+    out = asyncio.run(hints.write_hints(policy, [req(i) for i in range(4)], params))
+    assert policy.params == [params]
+    assert [(h.env_id, h.hint, h.reason) for h in out] == [
+        ("env-0", "Halve the range each turn.", "ok"),
+        ("env-1", None, "leak_sequence"),
+        ("env-2", None, "truncated"),
+        ("env-3", None, "model_error"),
+    ]
+    assert out[0].completion.startswith("<think>")
+    assert out[0].mask_T[-2:] == (1, 1)
+    assert out[0].sample_logprobs_T[-2:] == (-0.1, -0.2)
+    assert OBS in out[0].messages[1]["content"]
+    metrics = hints.hint_metrics(out)
+    assert metrics["hint/accepted_rate"] == 0.25
+    assert metrics["hint/leak_sequence_rate"] == 0.25
+    assert sum(v for k, v in metrics.items() if k != "hint/accepted_rate") == pytest.approx(1.0)
+    assert hints.hint_metrics([]) == {}
+    with pytest.raises(RuntimeError, match="1 completions for 2 prompts"):
+        asyncio.run(hints.write_hints(FakePolicy(policy.completions[:1]), [req(0), req(1)], params))
