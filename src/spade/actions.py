@@ -6,18 +6,20 @@ import re
 from typing import Literal
 
 ActionMode = Literal["boxed", "lenient", "raw"]
-"""``boxed``: the last ``\\boxed{...}`` after any reasoning block, else the stripped text (the paper's parser).
-``lenient``: as ``boxed``; without a box, the number on the last line when it holds exactly one, else the last
-non-empty line (small models rarely box their answers). ``raw``: the text after reasoning, stripped."""
+"""``boxed``: the last ``\\boxed{...}`` after any reasoning block, else the stripped text (the paper's
+parser). ``lenient``: as ``boxed``; without a box, the number on the last line when it holds exactly one, else
+the last line (lines of bare markdown decoration skipped; small models rarely box their answers). ``raw``: the
+text after reasoning, stripped."""
 
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _BOXED = "\\boxed"
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_MODES: tuple[ActionMode, ...] = ("boxed", "lenient", "raw")
 
 
 def strip_reasoning(text: str) -> str:
-    """Drop reasoning blocks: everything up to the last ``</think>``; an unterminated ``<think>`` drops the rest."""
+    """Drop reasoning: everything up to the last ``</think>``; an unterminated ``<think>`` drops the rest."""
     closes = list(_THINK_CLOSE.finditer(text))
     if closes:
         text = text[closes[-1].end() :]
@@ -28,35 +30,49 @@ def strip_reasoning(text: str) -> str:
 
 
 def last_boxed(text: str) -> str | None:
-    """Content of the last complete ``\\boxed{...}`` (balanced braces, nesting allowed), or None."""
+    """Content of the last complete ``\\boxed{...}`` (balanced braces, nesting allowed), or None.
+
+    Runs in linear time: once a later box is found unterminated, no earlier box can close past its opening
+    brace (everything from there on stays at depth >= 1), so earlier scans stop at that brace.
+    """
+    limit = len(text)
     pos = text.rfind(_BOXED)
     while pos != -1:
-        content = _balanced_content(text, pos + len(_BOXED))
-        if content is not None:
-            return content.strip()
+        brace = _opening_brace(text, pos + len(_BOXED))
+        if brace is not None:
+            content = _balanced_content(text, brace, limit)
+            if content is not None:
+                return content.strip()
+            limit = brace
         pos = text.rfind(_BOXED, 0, pos)
     return None
 
 
-def _balanced_content(text: str, start: int) -> str | None:
+def _opening_brace(text: str, start: int) -> int | None:
+    """Index of the ``{`` that follows ``start`` after optional whitespace (LaTeX allows it), or None."""
     i = start
-    while i < len(text) and text[i] == " ":
+    while i < len(text) and text[i].isspace():
         i += 1
-    if i >= len(text) or text[i] != "{":
-        return None
+    return i if i < len(text) and text[i] == "{" else None
+
+
+def _balanced_content(text: str, brace: int, limit: int) -> str | None:
+    """Text between ``text[brace] == "{"`` and its matching ``}`` when that lies before ``limit``."""
     depth = 0
-    for j in range(i, len(text)):
+    for j in range(brace, limit):
         if text[j] == "{":
             depth += 1
         elif text[j] == "}":
             depth -= 1
             if depth == 0:
-                return text[i + 1 : j]
+                return text[brace + 1 : j]
     return None
 
 
 def parse_action(text: str, mode: ActionMode = "boxed") -> str:
     """Extract the action from a reply according to ``mode`` (see :data:`ActionMode`)."""
+    if mode not in _MODES:
+        raise ValueError(f"unknown action mode {mode!r}: use one of boxed, lenient or raw")
     body = strip_reasoning(text)
     if mode == "raw":
         return body.strip()
@@ -65,12 +81,13 @@ def parse_action(text: str, mode: ActionMode = "boxed") -> str:
         return boxed
     if mode == "boxed":
         return body.strip()
-    lines = [ln.strip().strip("*`\"'").strip() for ln in body.splitlines() if ln.strip()]
+    # Markdown decoration (bold, code fences, quotes) is not an answer: skip lines made only of it.
+    lines = [line for raw in body.splitlines() if (line := raw.strip().strip("*`\"'").strip())]
     if not lines:
         return ""
     numbers = _NUMBER.findall(lines[-1])
     if len(numbers) == 1:
-        return numbers[0]
+        return str(numbers[0])
     return lines[-1].rstrip(".!")
 
 
