@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from spade import hints, prompts
+from spade import envs, hints, prompts
+from spade.env import ToolEnv
 from spade.hints import HintRequest
 from spade.types import Completion, Message, SamplingParams
 
@@ -186,3 +187,22 @@ def test_write_hints_end_to_end() -> None:
     assert hints.hint_metrics([]) == {}
     with pytest.raises(RuntimeError, match="1 completions for 2 prompts"):
         asyncio.run(hints.write_hints(FakePolicy(policy.completions[:1]), [req(0), req(1)], params))
+
+
+@pytest.mark.parametrize("name", envs.names())
+def test_leak_filter_over_the_seed_library(name: str) -> None:
+    """Spelling out a seed environment's solution is caught; generic strategy advice passes."""
+    env = envs.make(name)
+    for seed in (0, 1, 2):
+        obs, _ = env.reset(seed=seed)
+        raw = env.solution()
+        solution = [raw] if isinstance(raw, str) else list(raw)
+        spelled = "Do exactly this: " + "; then ".join(solution) + "."
+        assert hints.leak_reason(spelled, solution, [obs]) == "leak_sequence"
+        generic = (
+            "Read the feedback after each action carefully and plan a few steps ahead before committing."
+        )
+        assert hints.leak_reason(generic, solution, [obs]) is None
+        if isinstance(env, ToolEnv):
+            answer = hints._action_text(solution[-1])
+            assert hints.leak_reason(f"The answer is {answer}.", solution, [obs]) == "leak_final_action"

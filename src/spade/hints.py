@@ -67,7 +67,9 @@ def _action_text(action: str) -> str:
 
 def _find_token(haystack: str, needle: str, start: int = 0) -> int:
     """End index of the first standalone occurrence of ``needle`` at or after ``start``, or -1."""
-    pattern = re.compile(rf"(?<![a-z0-9]){re.escape(needle)}(?![a-z0-9])")
+    before = r"(?<![a-z0-9])" if needle[0].isalnum() else ""  # boundaries only where a word could continue
+    after = r"(?![a-z0-9])" if needle[-1].isalnum() else ""
+    pattern = re.compile(before + re.escape(needle) + after)
     found = pattern.search(haystack, start)
     return found.end() if found else -1
 
