@@ -214,6 +214,12 @@ class MemoryConfig:
     """Win-rate band in which an environment counts as learnable."""
     warm_start: bool = True
     """Seed the archive with the seed library of the active setting."""
+    example_pool: int = 10
+    """Prompt examples are drawn from this many top-regret in-band records (0: always the very top)."""
+    replay_temperature: float = 0.3
+    """PLR replay: rank temperature of the regret-score term (smaller: greedier)."""
+    replay_staleness: float = 0.3
+    """PLR replay: weight of the staleness term (environments not played for a while)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +277,13 @@ def validate(cfg: TrainConfig) -> None:
     _require(0 < t.clip_low < 1 and 0 < t.clip_high < 1, "trainer.clip_low/clip_high must be in (0, 1)")
     _require(t.lr > 0, "trainer.lr must be > 0")
     _require(r.delay >= 0, "reward.delay must be >= 0")
+    m = cfg.memory
+    _require(0.0 <= m.band_low <= m.band_high <= 1.0, "memory.band_low <= memory.band_high must lie in [0, 1]")
+    _require(m.capacity >= 1, "memory.capacity must be >= 1")
+    _require(
+        m.replay_temperature > 0 and 0.0 <= m.replay_staleness <= 1.0,
+        "memory.replay_temperature must be > 0 and memory.replay_staleness in [0, 1]",
+    )
     _require(
         0.0 <= r.plateau_low <= r.plateau_high <= 1.0 and r.plateau_ramp >= 0.0,
         "reward.plateau_low <= reward.plateau_high must lie in [0, 1] and reward.plateau_ramp must be >= 0",
