@@ -261,6 +261,8 @@ def test_solution_wins_every_seed(name: str, level: int) -> None:
         assert all(isinstance(a, str) for a in actions)
         assert len(actions) >= MIN_WIN_STEPS, f"seed {seed}: a win should take >= {MIN_WIN_STEPS} steps"
         assert len(actions) <= env.max_turns, f"seed {seed}: solution longer than max_turns"
+        # A harness reads max_turns when it loads the class, before any reset: it must be an upper bound.
+        assert env.max_turns <= type(env).max_turns, f"seed {seed}: budget above the class's max_turns"
         episode = play(env, seed, level, scripted(actions))
         assert episode.won, f"seed {seed}: the scripted solution did not win ({episode})"
         assert episode.steps == len(actions), f"seed {seed}: won before the script ended"

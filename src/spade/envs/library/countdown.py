@@ -58,7 +58,7 @@ class CountdownEnv(TextEnv):
     skill = "mathematical_reasoning"
     difficulty_levels = 3
     default_difficulty = 1
-    max_turns = 7
+    max_turns = 9  # the largest budget of any level; reset sets this instance's budget
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         count, top, ops, (low, high), turns = LEVELS[self.difficulty]

@@ -57,7 +57,7 @@ class KnapsackEnv(TextEnv):
     skill = "optimization"
     difficulty_levels = 3
     default_difficulty = 1
-    max_turns = 10
+    max_turns = 13  # the largest budget of any level; reset sets this instance's budget
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         count, max_weight, max_value, spare = LEVELS[self.difficulty]

@@ -72,7 +72,7 @@ class SeatingEnv(TextEnv):
     skill = "logical_deduction"
     difficulty_levels = 3
     default_difficulty = 1
-    max_turns = 7
+    max_turns = 8  # the largest budget of any level; reset sets this instance's budget
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         n, self.max_turns = LEVELS[self.difficulty]

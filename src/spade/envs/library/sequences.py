@@ -119,7 +119,7 @@ class SequencesEnv(TextEnv):
     skill = "pattern_recognition"
     difficulty_levels = 3
     default_difficulty = 1
-    max_turns = 5
+    max_turns = 6  # the largest budget of any level; reset sets this instance's budget
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         rules, shown, spare = LEVELS[self.difficulty]

@@ -55,7 +55,7 @@ class SokobanEnv(TextEnv):
     skill = "spatial_reasoning"
     difficulty_levels = 3
     default_difficulty = 1
-    max_turns = 14
+    max_turns = 24  # the largest budget of any level; reset sets this instance's budget
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         size, walls, (low, high), spare = LEVELS[self.difficulty]

@@ -87,7 +87,7 @@ class SwitchboardEnv(TextEnv):
     skill = "causal_inference"
     difficulty_levels = 3
     default_difficulty = 1
-    max_turns = 12
+    max_turns = 18  # the largest budget of any level; reset sets this instance's budget
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         switches, lamps, self.kinds, spare = LEVELS[self.difficulty]
@@ -96,13 +96,14 @@ class SwitchboardEnv(TextEnv):
         self.tables = {r: sum(holds(r, c) << index(c) for c in configs) for r in self.rules}
         while True:
             self.hidden = [self.rng.choice(self.rules) for _ in range(lamps)]
-            if self.difficulty < 2 or any(r[0] in ("and", "or") for r in self.hidden):
+            if self.difficulty == 0:
+                self.start: Config = (False,) * switches
+            else:
+                self.start = tuple(self.rng.random() < 0.5 for _ in range(switches))
+            wanted = self.difficulty < 2 or any(r[0] in ("and", "or") for r in self.hidden)
+            if wanted and len(self.solution()) + spare <= SwitchboardEnv.max_turns:
                 break
-        if self.difficulty == 0:
-            self.config: Config = (False,) * switches
-        else:
-            self.config = tuple(self.rng.random() < 0.5 for _ in range(switches))
-        self.start = self.config
+        self.config = self.start
         self.seen: list[Config] = [self.config]
         self.solved: dict[int, Rule] = {}
         self.max_turns = len(self.solution()) + spare
