@@ -6,8 +6,8 @@ an engine that is not installed only matters when it is selected.
 
 from __future__ import annotations
 
-from spade.config import ModelConfig
-from spade.types import Policy
+from spade.config import ModelConfig, TrainConfig
+from spade.types import Policy, Trainer
 
 
 def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
@@ -20,8 +20,23 @@ def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
     Raises:
         ValueError: an unknown backend name.
     """
+    if cfg.backend == "scripted":
+        from spade.backends.scripted import ScriptedPolicy  # noqa: PLC0415
+
+        return ScriptedPolicy(behaviour=cfg.scripted_behaviour)  # type: ignore[arg-type]
     if cfg.backend == "hf":
         from spade.backends.hf import HFPolicy  # noqa: PLC0415 -- lazy: torch/transformers only when selected
 
         return HFPolicy.from_config(cfg, seed=seed)
     raise ValueError(f"unknown or unavailable model.backend {cfg.backend!r}; choose one of: hf, vllm, openai, scripted")
+
+
+def make_trainer(cfg: TrainConfig) -> Trainer:
+    """The Trainer matching the policy backend: the scripted double for ``scripted``, else the torch trainer."""
+    if cfg.model.backend == "scripted":
+        from spade.backends.scripted import ScriptedTrainer  # noqa: PLC0415
+
+        return ScriptedTrainer()
+    from spade.backends.trainer import TorchTrainer  # noqa: PLC0415 -- lazy: torch only when selected
+
+    return TorchTrainer.from_config(cfg)

@@ -1,0 +1,172 @@
+"""Multi-turn play of one environment instance by a policy (games and tool use).
+
+The conversation is kept as a :class:`~spade.backends.template.TokenStream`: the policy samples from the
+stream's own tokens and the stream records every sampled token and its log-probability, so the trainer sees
+exactly what was sampled. Every way an episode can end is a :class:`~spade.types.PlayStatus`; environment
+and model failures become data on the trajectory, never exceptions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from spade.actions import last_boxed, parse_action, strip_reasoning
+from spade.backends.template import TokenStream, TurnTemplate
+from spade.config import PlayConfig
+from spade.rewards import episode_return, is_success, with_format_reward
+from spade.sandbox import EnvInstance, SandboxError
+from spade.types import Completion, Message, PlayStatus, Policy, SamplingParams, ToolCall, Trajectory, Transition
+
+GAME_SYSTEM = (
+    "You are playing a text game. Each turn, read the observation, think briefly, and give your action "
+    "inside \\boxed{...}, for example \\boxed{3}."
+)
+TOOL_SYSTEM = (
+    "You are an assistant that completes the user's task by calling the available tools. Call tools with "
+    '<tool_call>{"name": "...", "arguments": {...}}</tool_call>; when the task is complete, reply with the '
+    "final answer inside <answer>...</answer>."
+)
+HINT_TEMPLATE = "{observation}\n\nHINT: {hint}"
+_ANSWER = re.compile(r"<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """What one play needs besides the policy and the instance."""
+
+    env_id: str
+    seed: int
+    hint: str | None = None
+    options: dict[str, Any] | None = None
+
+
+class _Play:
+    """The mutable state of one episode while it runs."""
+
+    def __init__(self, stream: TokenStream) -> None:
+        self.stream = stream
+        self.transitions: list[Transition] = []
+        self.rewards: list[float] = []
+        self.well_formed = True
+        self.terminated = False
+        self.status = PlayStatus.TURN_BUDGET
+        self.error = ""
+
+
+async def play_episode(
+    policy: Policy, env: EnvInstance, episode: Episode, cfg: PlayConfig, *, is_tool_env: bool
+) -> Trajectory:
+    """Play one episode of ``env`` to its end or a budget; failures are recorded on the trajectory."""
+    template = policy.template
+    if not isinstance(template, TurnTemplate):
+        raise TypeError("the policy's template cannot do multi-turn token accounting (needs render_suffix)")
+    try:
+        obs, _ = await env.areset(seed=episode.seed, options=episode.options)
+        tools = await env.atools() if is_tool_env else []
+    except SandboxError as exc:
+        return _failed(episode, PlayStatus.ENV_ERROR, f"{exc.kind}: {exc}")
+    if episode.hint:
+        obs = HINT_TEMPLATE.format(observation=obs, hint=episode.hint)
+    messages: list[Message] = [
+        {"role": "system", "content": TOOL_SYSTEM if is_tool_env else GAME_SYSTEM},
+        {"role": "user", "content": obs},
+    ]
+    play = _Play(TokenStream.from_messages(template, messages, tools or None))
+    # One parameter set for every turn of every episode, so concurrent requests batch together.
+    params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.turn_tokens)
+    for _ in range(cfg.max_turns):
+        if len(play.stream) + cfg.turn_tokens > cfg.context_tokens:
+            play.status = PlayStatus.CONTEXT_BUDGET
+            break
+        completion = (await policy.sample([play.stream.tokens_T], params))[0]
+        if completion.finish_reason == "error":
+            play.status, play.error = PlayStatus.MODEL_ERROR, completion.error or "policy failed"
+            break
+        play.stream.add_completion(completion)
+        if completion.finish_reason == "length":
+            play.status = PlayStatus.LENGTH
+            break
+        try:
+            done = await _take_turn(env, play, obs, completion, cfg, is_tool_env)
+        except SandboxError as exc:
+            play.status, play.error = PlayStatus.ENV_ERROR, f"{exc.kind}: {exc}"
+            break
+        if done:
+            break
+        obs = play.transitions[-1].observation
+    play.stream.close()
+    return _finish(episode, play, cfg)
+
+
+async def _take_turn(
+    env: EnvInstance, play: _Play, obs: str, completion: Completion, cfg: PlayConfig, is_tool_env: bool
+) -> bool:
+    """Apply one reply to the environment; returns whether the episode is over."""
+    reply = completion.text
+    body = strip_reasoning(reply)
+    calls = parse_tool_calls(body) if is_tool_env and not _ANSWER.search(body) else []
+    if calls:
+        outputs = [await env.acall_tool(c.name, c.arguments) for c in calls]
+        tool_messages: list[Message] = [
+            {"role": "tool", "name": c.name, "content": out, "tool_call_id": c.id or f"call_{i}"}
+            for i, (c, out) in enumerate(zip(calls, outputs, strict=True))
+        ]
+        play.transitions.append(Transition(obs, reply, "tool_calls", 0.0, False, False))
+        play.stream.add_messages(tool_messages)
+        return False
+    if is_tool_env:
+        action = body.strip()
+        play.well_formed &= bool(_ANSWER.search(body))
+    else:
+        action = parse_action(reply, cfg.action_mode)
+        play.well_formed &= last_boxed(body) is not None
+    next_obs, reward, terminated, truncated, _ = await env.astep(action)
+    play.rewards.append(reward)
+    play.transitions.append(Transition(next_obs, reply, action, reward, terminated, truncated))
+    if terminated or truncated:
+        play.terminated = terminated
+        play.status = PlayStatus.TERMINATED if terminated else PlayStatus.TRUNCATED
+        return True
+    play.stream.add_messages([{"role": "user", "content": next_obs}])
+    return False
+
+
+def parse_tool_calls(text: str) -> list[ToolCall]:
+    """Tool calls in a reply (JSON ``<tool_call>`` blocks and the XML function form)."""
+    from spade.backends.toolcalls import parse_tool_calls as parse  # noqa: PLC0415 - optional backend module
+
+    return list(parse(text))
+
+
+def _finish(episode: Episode, play: _Play, cfg: PlayConfig) -> Trajectory:
+    ret = episode_return(play.rewards, play.terminated, cfg.return_mode)
+    success = is_success(ret, play.terminated, cfg.success_threshold)
+    formatted = play.well_formed and bool(play.transitions)
+    return Trajectory(
+        env_id=episode.env_id,
+        seed=episode.seed,
+        hinted=episode.hint is not None,
+        status=play.status,
+        transitions=tuple(play.transitions),
+        episode_return=max(-1.0, min(1.0, with_format_reward(ret, formatted, cfg.format_reward))),
+        success=success,
+        tokens_T=play.stream.tokens_T,
+        mask_T=play.stream.mask_T,
+        sample_logprobs_T=play.stream.logprobs_T,
+        error=play.error,
+    )
+
+
+def _failed(episode: Episode, status: PlayStatus, error: str) -> Trajectory:
+    return Trajectory(
+        env_id=episode.env_id,
+        seed=episode.seed,
+        hinted=episode.hint is not None,
+        status=status,
+        transitions=(),
+        episode_return=0.0,
+        success=False,
+        error=error,
+    )

@@ -1,0 +1,257 @@
+"""A scripted policy and trainer: deterministic test doubles that drive the whole loop without a model.
+
+The scripted policy recognises the three kinds of request the loop makes (design, hint, play) and answers:
+
+* design: a quiz environment (a chain of arithmetic questions, parameters varied per request), or, by its
+  ``behaviour``, broken code (syntax errors, rewards out of range, no termination) or hostile code (loops,
+  ``os._exit``, memory bombs, sockets);
+* hint: a strategy hint;
+* play: the right answer to the last question when a hint is in the conversation, otherwise the right
+  answer with probability ``skill`` (which grows with each ``load_weights``), else a wrong one.
+
+Every output is a pure function of the prompt and the policy's skill, so runs are reproducible whatever
+the request order. Tokens are UTF-8 bytes under a tiny chat template.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from spade import prompts
+from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSample
+
+Behaviour = Literal["valid", "broken", "hostile", "mixed"]
+
+_DESIGN_MARKERS = (prompts.SYSTEM_GAMES[:60], prompts.SYSTEM_TOOLS[:60])
+_HINT_MARKERS = (prompts.HINT_SYSTEM_GAMES[:40], prompts.HINT_SYSTEM_TOOLS[:40])
+_SKILL = re.compile(r"TARGET SKILL: [^(]*\(`([a-z_]+)`\)")
+_QUESTION = re.compile(r"What is (-?\d+) ([+\-*]) (-?\d+)\?")
+
+
+class ByteTemplate:
+    """A chat template over UTF-8 bytes: ``<|role|>content`` then the end-of-turn token (id 256) per message."""
+
+    end_of_turn_id: int | None = 256
+
+    def encode(self, text: str) -> list[int]:
+        """Byte token ids of plain text."""
+        return list(text.encode())
+
+    def _messages(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None) -> list[int]:
+        ids: list[int] = []
+        if tools:
+            ids += [*self.encode(f"<|tools|>{json.dumps(list(tools))}"), 256, 10]
+        for m in messages:
+            ids += [*self.encode(f"<|{m['role']}|>{m.get('content') or ''}"), 256, 10]
+        return ids
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema] | None = None,
+        *,
+        add_generation_prompt: bool,
+    ) -> list[int]:
+        """Token ids of a conversation."""
+        ids = self._messages(messages, tools)
+        return ids + self.encode("<|assistant|>") if add_generation_prompt else ids
+
+    def render_suffix(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema] | None = None,
+        *,
+        add_generation_prompt: bool,
+    ) -> list[int]:
+        """The closing of a sampled reply, then ``messages`` and the generation prompt."""
+        return [256, 10, *self.render(messages, None, add_generation_prompt=add_generation_prompt)]
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        """Text of byte token ids (special tokens dropped)."""
+        return bytes(t for t in token_ids if 0 <= t < 256).decode(errors="replace")
+
+
+def _unit(text: str) -> float:
+    """A deterministic number in [0, 1) from text."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") / 2**64
+
+
+QUIZ_TEMPLATE = '''"""Arithmetic quiz chain ({n} questions): each right answer reveals the next question."""
+
+from spade.env import TextEnv
+
+
+class Quiz{tag}Env(TextEnv):
+    """Answer {n} arithmetic questions in a row; one wrong answer ends the game."""
+
+    skill = "{skill}"
+    max_turns = {turns}
+
+    def _reset(self, options):
+        self.questions = [
+            (self.rng.randint(1, {hi}), self.rng.choice({ops!r}), self.rng.randint(1, {hi})) for _ in range({n})
+        ]
+        self.index = 0
+        return self._ask("Answer each question with \\\\boxed{{number}}."), {{}}
+
+    def _ask(self, prefix):
+        a, op, b = self.questions[self.index]
+        return f"{{prefix}} Question {{self.index + 1}}/{n}: What is {{a}} {{op}} {{b}}?"
+
+    def _value(self, a, op, b):
+        return a + b if op == "+" else a - b if op == "-" else a * b
+
+    def step(self, action):
+        text = action.strip().removeprefix("\\\\boxed{{").removesuffix("}}").strip()
+        if not text.lstrip("-").isdigit():
+            return self.end_turn("Please answer with a whole number.")
+        if int(text) != self._value(*self.questions[self.index]):
+            return self.end_turn("Wrong answer. Game over.", 0.0, terminated=True)
+        self.index += 1
+        if self.index == len(self.questions):
+            return self.end_turn("All correct. You win!", 1.0, terminated=True)
+        return self.end_turn(self._ask("Correct."))
+
+    def solution(self):
+        return [str(self._value(*q)) for q in self.questions]
+
+
+ENV = Quiz{tag}Env
+'''
+
+BROKEN = {
+    "syntax": "class Broken(TextEnv)\n    pass\n",
+    "no_termination": QUIZ_TEMPLATE.replace("return self.end_turn(\"Wrong answer. Game over.\", 0.0, terminated=True)",
+                                            "return (\"Wrong, try again.\", 0.0, False, False, {{}})"),
+    "reward_range": QUIZ_TEMPLATE.replace("\"All correct. You win!\", 1.0", "\"All correct. You win!\", 7.5"),
+    "no_env": "from spade.env import TextEnv\n\nclass Helper:\n    pass\n",
+}  # fmt: skip
+HOSTILE = {
+    "loop_at_import": "while True:\n    pass\n",
+    "exit_at_import": "import os\nos._exit(3)\n",
+    "memory_bomb": "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))\n",
+    "socket": "import socket\nsocket.create_connection(('127.0.0.1', 9))\n",
+    "loop_in_step": QUIZ_TEMPLATE.replace("    def step(self, action):\n", "    def step(self, action):\n        while True:\n            pass\n"),
+}  # fmt: skip
+
+
+def design_reply(prompt: str, behaviour: Behaviour) -> str:
+    """The scripted designer's reply to a design prompt."""
+    u = _unit("design" + prompt)
+    skill = _SKILL.search(prompt)
+    fill = {
+        "n": 3 + int(u * 3),
+        "tag": f"{int(u * 1e6):06d}",
+        "skill": skill.group(1) if skill else "mathematical_reasoning",
+        "turns": 8,
+        "hi": 5 + int(u * 40),
+        "ops": ["+", "-", "*"][: 1 + int(u * 7) % 3],
+    }
+    kind = behaviour
+    if behaviour == "mixed":
+        kind = "valid" if u < 0.6 else "broken" if u < 0.8 else "hostile"
+    if kind == "broken":
+        source = list(BROKEN.values())[int(u * 1e6) % len(BROKEN)]
+    elif kind == "hostile":
+        source = list(HOSTILE.values())[int(u * 1e6) % len(HOSTILE)]
+    else:
+        source = QUIZ_TEMPLATE
+    code = source.format(**fill) if "{" in source else source
+    return f"Here is the environment.\n\n```python\n{code}```\n"
+
+
+def play_reply(prompt: str, skill: float) -> str:
+    """The scripted agent's reply: right when hinted or lucky, else off by one."""
+    questions = _QUESTION.findall(prompt)
+    if not questions:
+        return "I am not sure. \\boxed{0}"
+    a, op, b = questions[-1]
+    x, y = int(a), int(b)
+    value = x + y if op == "+" else x - y if op == "-" else x * y
+    right = "HINT:" in prompt or _unit("play" + prompt) < skill
+    return f"Let me compute {a} {op} {b}. \\boxed{{{value if right else value + 1}}}"
+
+
+class ScriptedPolicy:
+    """A deterministic Policy for tests and harness benchmarks (no model)."""
+
+    def __init__(self, behaviour: Behaviour = "mixed", skill: float = 0.5) -> None:
+        self.template = ByteTemplate()
+        self.behaviour = behaviour
+        self.base_skill = skill
+        self.skill = skill
+        self.requests = 0
+
+    async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        """One scripted completion per prompt (text bytes, logprob -1 per token)."""
+        return [self._complete(self.template.decode(p), params) for p in prompts]
+
+    def _complete(self, prompt: str, params: SamplingParams) -> Completion:
+        self.requests += 1
+        if any(m in prompt for m in _DESIGN_MARKERS):
+            text = design_reply(prompt, self.behaviour)
+        elif any(m in prompt for m in _HINT_MARKERS):
+            text = "Work each question out exactly before answering; one mistake ends the game."
+        else:
+            text = play_reply(prompt, self.skill)
+        ids = [*text.encode(), 256]
+        finish: Literal["stop", "length"] = "stop"
+        if len(ids) > params.max_tokens:
+            ids, finish = ids[: params.max_tokens], "length"
+        return Completion(
+            text=self.template.decode(ids),
+            token_ids_T=tuple(ids),
+            logprobs_T=tuple(-1.0 for _ in ids),
+            finish_reason=finish,
+            prompt_tokens=len(prompt.encode()),
+        )
+
+    def load_weights(self, path: Path) -> None:
+        """Read the skill written by :class:`ScriptedTrainer`."""
+        state = json.loads((path / "scripted_policy.json").read_text())
+        self.skill = float(state["skill"])
+
+
+class ScriptedTrainer:
+    """A Trainer double: counts updates and raises the scripted policy's skill with each one."""
+
+    def __init__(self, base_skill: float = 0.5, gain: float = 0.05) -> None:
+        self.updates = 0
+        self.base_skill = base_skill
+        self.gain = gain
+
+    @property
+    def skill(self) -> float:
+        """The skill the exported weights carry."""
+        return min(0.95, self.base_skill + self.gain * self.updates)
+
+    def train_step(self, samples: Sequence[TrainSample]) -> dict[str, float]:
+        """Count one update; report sample statistics."""
+        self.updates += 1
+        tokens = sum(sum(s.mask_T) for s in samples)
+        adv = [s.advantage for s in samples]
+        return {
+            "loss": -sum(adv) / max(len(adv), 1),
+            "tokens": float(tokens),
+            "samples": float(len(samples)),
+        }
+
+    def export_weights(self, path: Path) -> Path:
+        """Write the skill for ScriptedPolicy.load_weights."""
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "scripted_policy.json").write_text(json.dumps({"skill": self.skill}))
+        return path
+
+    def save(self, path: Path) -> None:
+        """Checkpoint the update counter."""
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "scripted_trainer.json").write_text(json.dumps({"updates": self.updates}))
+
+    def load(self, path: Path) -> None:
+        """Restore the update counter."""
+        self.updates = int(json.loads((path / "scripted_trainer.json").read_text())["updates"])

@@ -1,0 +1,257 @@
+"""The pieces the loop is made of: its components and the design phase (design -> check -> remember -> hint).
+
+:func:`make_components` builds the policy, trainer, sandbox, archive and corpus of a run. :func:`design_phase`
+asks the designer for one regeneration of environments, runs each through the validation ladder in the
+sandbox, archives accepted and rejected sources with their findings, and writes hints for the accepted ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spade import designer as D
+from spade import envs
+from spade.backends.batching import BatchingPolicy
+from spade.checker import CheckReport, check_env
+from spade.config import TrainConfig
+from spade.corpus import CorpusSampler, SamplerState, load_corpus
+from spade.hints import HintRequest, hint_metrics, write_hints
+from spade.memory import EnvRecord, EnvStatus, Memory, seed_sources
+from spade.prompts import DesignRequest
+from spade.rundir import RunDir, atomic_write
+from spade.sandbox import EnvRunner, SandboxError
+from spade.skills import skills_for
+from spade.types import EnvSource, Policy, SamplingParams, Trainer, TrainSample
+
+
+@dataclass(frozen=True, slots=True)
+class DesignOutcome:
+    """One designer sample after checking: which environment it became and whether it was accepted."""
+
+    env_id: str
+    skill: str
+    mode: str
+    valid: bool
+    sample_ref: str
+    hint: str | None
+    reason: str
+    """Why it was rejected (a finding or extraction code), '' when accepted."""
+
+
+@dataclass
+class Components:
+    """The long-lived parts of a run."""
+
+    run: RunDir
+    policy: BatchingPolicy
+    trainer: Trainer
+    runner: EnvRunner
+    memory: Memory
+    sampler: CorpusSampler | None
+    pool: list[EnvSource]
+
+    @property
+    def corpus(self) -> Any:
+        """The corpus (for its metrics), or an object with empty metrics when grounding is off."""
+        return self.sampler.corpus if self.sampler is not None else _NoCorpus()
+
+    def corpus_state(self) -> dict[str, Any]:
+        """The sampler's resumable state."""
+        return self.sampler.state.to_dict() if self.sampler is not None else {}
+
+    def restore_corpus(self, state: dict[str, Any]) -> None:
+        """Continue sampling from a saved state."""
+        if self.sampler is not None and state:
+            self.sampler = CorpusSampler(self.sampler.corpus, state=SamplerState.from_dict(state))
+
+    def save_design_sample(self, ref: str, sample: TrainSample) -> None:
+        """Store a designer sample until its delayed credit is due."""
+        data = {"tokens": sample.tokens_T, "mask": sample.mask_T, "logprobs": sample.sample_logprobs_T}
+        atomic_write(self.run.root / "samples" / f"{ref}.json", json.dumps(data))
+
+    def load_design_sample(self, ref: str) -> TrainSample | None:
+        """A stored designer sample (None when it had nothing to train on)."""
+        path = self.run.root / "samples" / f"{ref}.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        return TrainSample(tuple(data["tokens"]), tuple(data["mask"]), tuple(data["logprobs"]), 0.0, "designer")
+
+
+class _NoCorpus:
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+
+@contextlib.contextmanager
+def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
+    """Build every component of a run; closes the sandbox and the archive on exit."""
+    from spade.backends import make_policy, make_trainer  # noqa: PLC0415 - heavy imports on demand
+    from spade.sandbox import Sandbox  # noqa: PLC0415
+
+    policy = BatchingPolicy(make_policy(cfg.model, seed=cfg.seed), max_batch=cfg.rollout.max_concurrent_plays)
+    trainer = make_trainer(cfg)
+    sampler = None
+    if cfg.mode == "selfplay" and cfg.corpus.enabled:
+        sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=cfg.seed)
+    with Sandbox(limits=cfg.sandbox) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
+        yield Components(run, policy, trainer, runner, memory, sampler, _pool(cfg))
+
+
+def _pool(cfg: TrainConfig) -> list[EnvSource]:
+    """The warm-start / fixed-pool environments: the seed library of the setting, or a folder of files."""
+    if not cfg.pool:
+        return seed_sources(cfg.designer.setting)
+    folder = Path(cfg.pool)
+    files = sorted((folder / "games").glob("*.py")) or sorted(folder.glob("*.py"))
+    if not files:
+        raise FileNotFoundError(f"no environment files (*.py or games/*.py) in pool folder {folder}")
+    known = {**skills_for("games"), **skills_for("tool_use")}
+    out = []
+    for f in files:
+        skill = next((s for s in known if f.stem.endswith(s)), "")
+        out.append(EnvSource(code=f.read_text(), skill=skill, env_id=f"pool_{f.stem}"))
+    return out
+
+
+# -- design phase ------------------------------------------------------------------------------------------
+
+
+async def design_phase(cfg: TrainConfig, c: Components, step: int) -> tuple[list[DesignOutcome], dict[str, Any]]:
+    """Design, check, archive and hint one regeneration of environments."""
+    d = cfg.designer
+    rng = random.Random(f"{cfg.seed}/{step}/design")
+    skills = list(d.skills) or list(skills_for(d.setting))
+    slots = D.plan_slots(skills, d.skills_per_regen, step // d.regen_interval, d.envs_per_regen,
+                         edit_fraction=d.edit_fraction, rng=rng)  # fmt: skip
+    requests = [_request(cfg, c, slot, rng, step) for slot in slots]
+    params = SamplingParams(temperature=d.temperature, max_tokens=d.max_tokens)
+    designs = await D.design(c.policy, requests, params, doc_tokens=d.doc_tokens)
+    t0 = time.perf_counter()
+    reports = await _check_all(cfg, c, designs, step)
+    check_s = time.perf_counter() - t0
+    outcomes = []
+    for i, (design, report) in enumerate(zip(designs, reports, strict=True)):
+        outcomes.append(_archive(c, design, report, f"s{step:05d}_{i:02d}_{design.skill}", step))
+    outcomes, hint_stats = await _hint(cfg, c, outcomes, step)
+    metrics = _design_metrics(designs, outcomes)
+    metrics.update(hint_stats)
+    metrics["time/check_s"] = check_s
+    return outcomes, metrics
+
+
+def _request(cfg: TrainConfig, c: Components, slot: D.Slot, rng: random.Random, step: int) -> DesignRequest:
+    d = cfg.designer
+    seed = rng.randrange(2**31)
+    examples = c.memory.examples(slot.skill, d.memory_examples, seed=seed)
+    negatives = c.memory.negatives(slot.skill, d.negative_examples, seed=seed)
+    mode, parent = slot.mode, None
+    if mode == "edit":
+        candidates = examples or c.memory.records(slot.skill, EnvStatus.VALID)
+        parent = rng.choice(candidates) if candidates else None
+        mode = "edit" if parent is not None else "generate"
+    return DesignRequest(
+        skill=slot.skill,
+        mode=mode,
+        worked_example=D.pick_worked_example(d.setting, slot.skill, rng),
+        document=c.sampler.sample() if c.sampler is not None else None,
+        examples=tuple(D.exemplar(e) for e in examples if parent is None or e.env_id != parent.env_id),
+        negatives=tuple(D.negative(n) for n in negatives),
+        parent=D.exemplar(parent) if parent is not None else None,
+    )
+
+
+async def _check_all(cfg: TrainConfig, c: Components, designs: Sequence[D.Design], step: int) -> list[CheckReport | None]:
+    """Run the ladder on every extracted source, two at a time (one per core)."""
+    gate = asyncio.Semaphore(2)
+
+    async def one(i: int, design: D.Design) -> CheckReport | None:
+        if design.code is None:
+            return None
+        async with gate:
+            return await asyncio.to_thread(check_env, design.code, c.runner, cfg.checker, seed=cfg.seed * 7919 + step * 101 + i)
+
+    return list(await asyncio.gather(*(one(i, x) for i, x in enumerate(designs))))
+
+
+def _archive(c: Components, design: D.Design, report: CheckReport | None, env_id: str, step: int) -> DesignOutcome:
+    if design.trainable:
+        c.save_design_sample(env_id, design.train_sample(0.0))
+    if design.code is None:
+        return DesignOutcome(env_id, design.skill, design.mode, False, env_id, None, f"extract_{design.status}")
+    assert report is not None  # noqa: S101 - _check_all checks every design with code
+    source = EnvSource(design.code, design.skill, env_id, design.parent_id, design.doc_id, step)
+    status = EnvStatus.VALID if report.ok else EnvStatus.REJECTED
+    added = c.memory.add(source, status=status, findings=report.findings)
+    valid = added.status is EnvStatus.VALID and added.env_id == env_id
+    c.run.save_source(env_id, design.code, rejected=not valid)
+    reason = "" if valid else (report.findings[0].code if not report.ok and report.findings else added.outcome.value)
+    return DesignOutcome(env_id, design.skill, design.mode, valid, env_id, None, str(reason))
+
+
+async def _hint(cfg: TrainConfig, c: Components, outcomes: list[DesignOutcome], step: int) -> tuple[list[DesignOutcome], dict[str, Any]]:
+    """Write hints for accepted environments (first observation and solution come from the sandbox)."""
+    requests = []
+    for o in outcomes:
+        if o.valid:
+            request = await _hint_request(cfg, c, c.memory.get(o.env_id), step)
+            if request is not None:
+                requests.append(request)
+    params = SamplingParams(temperature=0.3, max_tokens=cfg.designer.hint_max_tokens)
+    hints = await write_hints(c.policy, requests, params)
+    by_env = {h.env_id: h.hint for h in hints}
+    for env_id, hint in by_env.items():
+        if hint:
+            c.memory.set_hint(env_id, hint)
+    updated = [DesignOutcome(o.env_id, o.skill, o.mode, o.valid, o.sample_ref, by_env.get(o.env_id), o.reason) for o in outcomes]
+    return updated, hint_metrics(hints)
+
+
+async def _hint_request(cfg: TrainConfig, c: Components, record: EnvRecord, step: int) -> HintRequest | None:
+    from spade.rollout import episode_seeds  # noqa: PLC0415 - avoids an import cycle through agent
+
+    seed = episode_seeds(cfg.seed, step, record.env_id, 1)[0]
+    try:
+        env = await c.runner.aopen(record.code, filename=f"<{record.env_id}>")
+    except SandboxError:
+        return None
+    try:
+        obs, _ = await env.areset(seed=seed)
+        try:
+            solution = await env.asolution()
+        except NotImplementedError:
+            solution = None
+    except SandboxError:
+        return None
+    finally:
+        await env.aclose()
+    actions = (solution,) if isinstance(solution, str) else tuple(solution) if solution else None
+    return HintRequest(record.env_id, record.code, obs, cfg.designer.setting, actions)
+
+
+def _design_metrics(designs: Sequence[D.Design], outcomes: Sequence[DesignOutcome]) -> dict[str, Any]:
+    n = max(len(outcomes), 1)
+    metrics: dict[str, Any] = dict(D.design_metrics(designs))
+    metrics["designer/envs"] = float(len(outcomes))
+    metrics["designer/valid_rate"] = sum(o.valid for o in outcomes) / n
+    for mode in ("generate", "edit"):
+        mine = [o for o in outcomes if o.mode == mode]
+        if mine:
+            metrics[f"designer/valid_rate_{mode}"] = sum(o.valid for o in mine) / len(mine)
+    for reason, count in Counter(o.reason for o in outcomes if not o.valid).items():
+        metrics[f"designer/rejected/{reason}"] = float(count)
+    return metrics
+
+
+def policy_of(c: Components) -> Policy:
+    """The batched policy (for callers outside the loop)."""
+    return c.policy

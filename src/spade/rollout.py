@@ -1,0 +1,103 @@
+"""Groups of plays: many episodes of many environments, paired hint / no-hint arms, fault isolation.
+
+Every episode gets a fresh sandbox instance (instances are never reused across episodes). Seeds are a pure
+function of ``(run seed, step, env id, index)``, and the hinted and unhinted arms of an environment draw
+from the same seed list (common random numbers), so regret compares the same instances. A failed open or
+play is a trajectory with an error status, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from spade.agent import Episode, play_episode
+from spade.config import PlayConfig
+from spade.sandbox import EnvRunner, SandboxError
+from spade.types import PlayStatus, Policy, Trajectory
+
+
+@dataclass(frozen=True, slots=True)
+class PlayJob:
+    """One episode to play."""
+
+    env_id: str
+    source: str
+    seed: int
+    hint: str | None = None
+
+
+def episode_seeds(run_seed: int, step: int, env_id: str, n: int) -> list[int]:
+    """``n`` seeds for one environment at one step (shared by its hinted and unhinted arms)."""
+    out = []
+    for i in range(n):
+        digest = hashlib.sha256(f"{run_seed}/{step}/{env_id}/{i}".encode()).digest()
+        out.append(int.from_bytes(digest[:4], "big") & 0x7FFFFFFF)
+    return out
+
+
+def paired_jobs(
+    env_id: str, source: str, seeds: Sequence[int], plays: int, hint: str | None, hint_plays: int
+) -> list[PlayJob]:
+    """Unhinted plays on ``seeds[:plays]`` and, with a hint, hinted plays on ``seeds[:hint_plays]``."""
+    jobs = [PlayJob(env_id, source, s) for s in seeds[:plays]]
+    if hint is not None:
+        jobs += [PlayJob(env_id, source, s, hint) for s in seeds[:hint_plays]]
+    return jobs
+
+
+async def run_jobs(
+    runner: EnvRunner,
+    policy: Policy,
+    jobs: Sequence[PlayJob],
+    cfg: PlayConfig,
+    *,
+    max_concurrent: int,
+) -> list[Trajectory]:
+    """Play every job (concurrently, bounded); results come back in job order."""
+    gate = asyncio.Semaphore(max_concurrent)
+    options = None if cfg.difficulty is None else {"difficulty": cfg.difficulty}
+
+    async def one(job: PlayJob) -> Trajectory:
+        async with gate:
+            return await _play_one(runner, policy, job, cfg, options)
+
+    return list(await asyncio.gather(*(one(j) for j in jobs)))
+
+
+async def _play_one(
+    runner: EnvRunner, policy: Policy, job: PlayJob, cfg: PlayConfig, options: dict[str, int] | None
+) -> Trajectory:
+    episode = Episode(job.env_id, job.seed, job.hint, options)
+    try:
+        env = await runner.aopen(job.source, filename=f"<{job.env_id}>")
+    except SandboxError as exc:
+        return _error(job, f"{exc.kind}: {exc}")
+    try:
+        if options and env.meta.difficulty_levels <= int(options["difficulty"]):
+            episode = Episode(job.env_id, job.seed, job.hint, None)
+        return await play_episode(policy, env, episode, cfg, is_tool_env=env.meta.is_tool_env)
+    finally:
+        await env.aclose()
+
+
+def _error(job: PlayJob, message: str) -> Trajectory:
+    return Trajectory(
+        env_id=job.env_id,
+        seed=job.seed,
+        hinted=job.hint is not None,
+        status=PlayStatus.ENV_ERROR,
+        transitions=(),
+        episode_return=0.0,
+        success=False,
+        error=message,
+    )
+
+
+def status_counts(trajectories: Sequence[Trajectory], prefix: str) -> dict[str, float]:
+    """``{prefix}/status/<status>`` counts, for the metrics."""
+    counts = Counter(t.status.value for t in trajectories)
+    return {f"{prefix}/status/{k}": float(v) for k, v in sorted(counts.items())}
