@@ -30,6 +30,7 @@ from spade.envs import official
 from spade.envs.official import OfficialEnv, ToolUseBaseEnv
 
 EnvFactory = Callable[[], TextEnv]
+_NUMPY_NAME = re.compile(r"\b(?:np|numpy)\b")
 
 
 class EnvLoadError(Exception):
@@ -59,8 +60,12 @@ def exec_module(source: str, filename: str = "<env>") -> types.ModuleType:
     module = types.ModuleType("spade_env_source")
     module.__file__ = filename
     module.__dict__.update(_INJECTED)
+    if _NUMPY_NAME.search(source):  # the authors also inject np/numpy; import it only for files that use it
+        import numpy  # noqa: PLC0415 - heavy and rarely needed; the sandbox zygote preloads it
+
+        module.__dict__.update(np=numpy, numpy=numpy)
     sys.modules.setdefault("tool_use_base_env", official)
-    exec(code, module.__dict__)  # noqa: S102 - this is the loader; callers run it in the sandbox
+    exec(code, module.__dict__)  # this is the loader: callers run it in the sandbox
     return module
 
 
@@ -90,7 +95,9 @@ def find_env_class(module: types.ModuleType) -> type:
             "(or, in the official format, one class whose name ends in 'Env' with reset() and step())."
         )
     names = ", ".join(c.__name__ for c in leaves)
-    raise EnvLoadError(f"several candidate environment classes ({names}): set `ENV = ClassName` to choose one.")
+    raise EnvLoadError(
+        f"several candidate environment classes ({names}): set `ENV = ClassName` to choose one."
+    )
 
 
 def load_env_factory(source: str, filename: str = "<env>", max_turns: int | None = None) -> EnvFactory:
@@ -100,11 +107,13 @@ def load_env_factory(source: str, filename: str = "<env>", max_turns: int | None
         native: type[TextEnv] = cls
         return lambda: native(max_turns=max_turns)
 
+    official_cls: Callable[..., Any] = cls  # an arbitrary class in the authors' format
+
     def make_official() -> TextEnv:
         try:
-            inner = cls(max_turns=max_turns) if max_turns is not None else cls()
+            inner = official_cls(max_turns=max_turns) if max_turns is not None else official_cls()
         except TypeError:
-            inner = cls()
+            inner = official_cls()
         return OfficialEnv(inner, max_turns=max_turns)
 
     return make_official

@@ -36,12 +36,17 @@ class ToolUseBaseEnv:
         self._state: dict[str, Any] = {}
         self._expected_answer: Any = None
         self._call_history: list[dict[str, Any]] = []
+        self.reset()  # as the authors' base does: files may rely on the world existing after __init__
 
     def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
 
     def solution(self) -> str:
         raise NotImplementedError
+
+    def _obs_suffix(self) -> str:
+        """Deprecated upstream (tools travel as schemas now) but still called by older generated files."""
+        return ""
 
     def get_tools(self) -> list[dict[str, Any]]:
         """``self._tools`` in OpenAI function format."""
@@ -65,15 +70,17 @@ class ToolUseBaseEnv:
             return {"output": f"Error calling {name}: unknown tool", "returncode": 1}
         try:
             return {"output": str(method(**(args or {}))), "returncode": 0}
-        except Exception as exc:  # noqa: BLE001 - the authors' contract turns any tool error into text
+        except Exception as exc:  # boundary: the authors' contract turns any tool error into text
             return {"output": f"Error calling {name}: {exc}", "returncode": 1}
 
     def _check_answer(self, answer: str) -> bool:
+        """Case-insensitive equality, else numeric equality within 0.01 ignoring ``$`` and ``,``."""
         expected = str(self._expected_answer).strip()
-        if answer.strip().lower() == expected.lower():
+        if str(answer).strip().lower() == expected.lower():
             return True
         try:
-            return abs(float(answer) - float(expected)) < 0.01
+            given = float(str(answer).replace("$", "").replace(",", "").strip())
+            return abs(given - float(expected.replace("$", "").replace(",", "").strip())) < 0.01
         except ValueError:
             return False
 
@@ -97,7 +104,7 @@ class ToolUseBaseEnv:
         if answers:
             if self._check_answer(answers[-1].strip()):
                 return "Correct!", 1.0, True, False, {}
-            return self._wrong_answer_feedback(), 0.0, self._out_of_turns(), False, {}
+            return self._incorrect_answer_feedback(), 0.0, False, self._out_of_turns(), {}
         calls = _TOOL_CALL_RE.findall(action)
         if calls:
             outputs = []
@@ -108,14 +115,24 @@ class ToolUseBaseEnv:
                 except (json.JSONDecodeError, KeyError, TypeError):
                     outputs.append("Error: malformed tool call")
             return "\n".join(outputs), 0.0, False, self._out_of_turns(), {}
-        return "Use <tool_call>...</tool_call> or <answer>...</answer>.", -0.1, False, self._out_of_turns(), {}
+        return (
+            "Use <tool_call>...</tool_call> or <answer>...</answer>.",
+            -0.1,
+            False,
+            self._out_of_turns(),
+            {},
+        )
 
-    def _wrong_answer_feedback(self) -> str:
+    def _incorrect_answer_feedback(self) -> str:
+        """Feedback on a wrong answer; multi-turn files name the pending step (subclasses may override)."""
         messages = getattr(self, "_user_messages", None)
         current = getattr(self, "_current_msg", None)
-        if messages and current is not None and current < len(messages):
-            return f"Incorrect: the pending step is: {messages[current]}"
-        return "Incorrect."
+        if isinstance(messages, list | tuple) and isinstance(current, int) and 0 <= current < len(messages):
+            return (
+                f"Incorrect. Keep using tools. Not all steps are complete: you are still on step "
+                f"{current + 1}/{len(messages)}: {messages[current]!r}."
+            )
+        return "Incorrect. Keep using tools."
 
     def _out_of_turns(self) -> bool:
         return self.turn_count >= self.max_turns
@@ -134,8 +151,13 @@ class OfficialEnv(ToolEnv):
         if hasattr(inner, "max_turns"):
             inner.max_turns = self.max_turns
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         self.turn = 0
+        if self.is_tool_env:  # files often forget these; a reused instance must not inherit the last episode
+            self.inner.turn_count = 0
+            self.inner._call_history = []
         result = self.inner.reset(seed=seed)
         if isinstance(result, str):
             return result, {}
