@@ -7,16 +7,20 @@ the harness, and every failure is a :class:`SandboxError` with a ``kind``.
 
 from spade.sandbox.api import LAYER_NAMES, EnvInstance, EnvMeta, EnvRunner
 from spade.sandbox.errors import ERROR_KINDS, ErrorKind, SandboxError
+from spade.sandbox.handle import EnvHandle
+from spade.sandbox.harness import Sandbox
 from spade.sandbox.limits import LayerMode, Limits
 
 __all__ = [
     "ERROR_KINDS",
     "LAYER_NAMES",
+    "EnvHandle",
     "EnvInstance",
     "EnvMeta",
     "EnvRunner",
     "ErrorKind",
     "LayerMode",
     "Limits",
+    "Sandbox",
     "SandboxError",
 ]
