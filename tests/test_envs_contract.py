@@ -241,13 +241,21 @@ def test_junk_actions_are_handled(name: str, level: int) -> None:
 @pytest.mark.parametrize(("name", "level"), CASES)
 def test_truncates_at_max_turns(name: str, level: int) -> None:
     env = spade.envs.make(name)
-    env.reset(seed=5, options={"difficulty": level})
+    obs, _ = env.reset(seed=5, options={"difficulty": level})
     budget = env.max_turns
+    assert shown_turns_left(obs) in (None, budget)
     for turn in range(1, budget + 1):
-        _, reward, terminated, truncated, _ = check_step(env.step("\\boxed{}"))
+        obs, reward, terminated, truncated, _ = check_step(env.step("\\boxed{}"))
         assert not terminated, "an empty action must not end the episode"
         assert reward == 0.0, "an unreadable action earns nothing"
         assert truncated == (turn == budget)
+        assert shown_turns_left(obs) in (None, budget - turn), f"wrong 'turns left' after turn {turn}"
+
+
+def shown_turns_left(obs: str) -> int | None:
+    """The turns-left count an observation shows, if it shows one."""
+    found = re.findall(r"turns? left\W{0,3}(\d+)", obs, re.IGNORECASE)
+    return int(found[-1]) if found else None
 
 
 # -- winnability and resistance -------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Countdown: combine numbers two at a time with + - * / until the last number left is the target.
 
 Mathematical reasoning seed environment. Every number must be used exactly once, so a win takes exactly
-``len(numbers) - 1`` combining moves. A move that leaves the target unreachable ends the episode (a clear
-loss); the observation only says that it happened, never how the target could have been reached.
+``len(numbers) - 1`` combining moves. A move that keeps the target reachable earns 0.1; one that leaves it
+unreachable ends the episode (a clear loss). The observation only says which happened, never how the target
+could be reached.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class CountdownEnv(TextEnv):
         self.numbers = tuple(sorted(numbers))
         self.start = self.numbers
         self.target = target
-        return self._observe("New game."), {"difficulty": self.difficulty, "target": target}
+        return self._observe("New game.", this_turn=0), {"difficulty": self.difficulty, "target": target}
 
     def _random_result(self, numbers: list[int], ops: str) -> int | None:
         """Combine random pairs with random operators; the single number left becomes the target."""
@@ -89,17 +90,18 @@ class CountdownEnv(TextEnv):
             pool.append(value)
         return pool[0]
 
-    def _observe(self, event: str) -> str:
-        numbers = " ".join(str(n) for n in self.numbers)
+    def _observe(self, event: str, this_turn: int = 1) -> str:
+        """The state as text; ``this_turn`` is 1 inside step (end_turn is about to count it), 0 at reset."""
+        numbers, left = " ".join(str(n) for n in self.numbers), self.turns_left - this_turn
         if self.numbers != self.start:
-            return f"{event}\nTarget: {self.target}. Numbers left: {numbers}. Turns left: {self.turns_left}"
+            return f"{event}\nTarget: {self.target}. Numbers left: {numbers}. Turns left: {left}"
         return (
             f"{event}\nCountdown: reach the target {self.target} using every number exactly once.\n"
             f"Numbers: {numbers}\n"
             "Each turn, combine two of the numbers with + - * or / (e.g. \\boxed{7 + 9}); both are replaced "
             "by the result. Results must be positive whole numbers, so write the larger number first for - "
             f"and /. You win when the last number left is {self.target}.\n"
-            f"Turns left: {self.turns_left}"
+            f"Turns left: {left}"
         )
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -121,7 +123,7 @@ class CountdownEnv(TextEnv):
             return self.end_turn(
                 f"{event} The target {self.target} can no longer be reached. You lose.", 0.0, True
             )
-        return self.end_turn(self._observe(event))
+        return self.end_turn(self._observe(event), 0.1)
 
     def _positions(self, a: int, b: int) -> tuple[int, int] | None:
         nums = list(self.numbers)

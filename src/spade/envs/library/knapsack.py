@@ -71,7 +71,7 @@ class KnapsackEnv(TextEnv):
                 break
         self.packed: set[int] = set()
         self.max_turns = len(self.best_set) + 1 + spare
-        return self._observe("New bag."), {"difficulty": self.difficulty}
+        return self._observe("New bag.", this_turn=0), {"difficulty": self.difficulty}
 
     def _optimum(self) -> tuple[int, tuple[int, ...]]:
         """Best value by exhaustive search, with the smallest optimal item set (items numbered from 0)."""
@@ -100,7 +100,8 @@ class KnapsackEnv(TextEnv):
             return False
         return not (self.difficulty >= 2 and by_value == self.best)
 
-    def _observe(self, event: str) -> str:
+    def _observe(self, event: str, this_turn: int = 1) -> str:
+        """The state as text; ``this_turn`` is 1 inside step (end_turn is about to count it), 0 at reset."""
         items = "\n".join(
             f"{i + 1}. {name}: weight {w}, value {v}" + ("  [packed]" if i in self.packed else "")
             for i, (name, w, v) in enumerate(zip(self.names, self.weights, self.values, strict=True))
@@ -112,7 +113,7 @@ class KnapsackEnv(TextEnv):
             f"Items:\n{items}\nBag: weight {weight}/{self.capacity}, value {value}.\n"
             "Actions (one per turn): \\boxed{add 2}, \\boxed{remove 2}, or \\boxed{done} when no better load "
             "exists. Only the best possible value wins.\n"
-            f"Turns left: {self.turns_left}"
+            f"Turns left: {self.turns_left - this_turn}"
         )
 
     def _parse(self, action: str) -> tuple[str, int | None]:

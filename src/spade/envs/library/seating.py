@@ -81,7 +81,7 @@ class SeatingEnv(TextEnv):
         self.answer: Seats = tuple(people)
         self.clues = self._make_clues(n)
         self.seated = 0
-        return self._observe("New puzzle."), {"difficulty": self.difficulty}
+        return self._observe("New puzzle.", this_turn=0), {"difficulty": self.difficulty}
 
     def _make_clues(self, n: int) -> list[str]:
         """Add true clues in random order until one arrangement is left, then drop redundant ones."""
@@ -110,7 +110,8 @@ class SeatingEnv(TextEnv):
         self.clue_masks = [mask for _, mask in chosen]
         return [text for text, _ in chosen]
 
-    def _observe(self, event: str) -> str:
+    def _observe(self, event: str, this_turn: int = 1) -> str:
+        """The state as text; ``this_turn`` is 1 inside step (end_turn is about to count it), 0 at reset."""
         n = len(self.answer)
         known = [f"seat {k + 1}: {self.answer[k] if k < self.seated else '?'}" for k in range(n)]
         clues = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(self.clues))
@@ -118,9 +119,9 @@ class SeatingEnv(TextEnv):
             f"{event}\n{n} people sit in a row of seats numbered 1 (left) to {n} (right): "
             f"{', '.join(self.people)}.\nClues:\n{clues}\n"
             f"Seats so far: {'; '.join(known)}\n"
-            f"Who sits in seat {self.seated + 1}? Answer with one name, e.g. \\boxed{{{self.people[0]}}}. "
+            f"Who sits in seat {self.seated + 1}? Answer with one name in \\boxed{{}}. "
             "A wrong name ends the game.\n"
-            f"Turns left: {self.turns_left}"
+            f"Turns left: {self.turns_left - this_turn}"
         )
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

@@ -129,12 +129,13 @@ class SequencesEnv(TextEnv):
         self.shown = shown
         self.known = shown
         self.max_turns = ASKED + spare
-        return self._observe("New sequence."), {"difficulty": self.difficulty}
+        return self._observe("New sequence.", this_turn=0), {"difficulty": self.difficulty}
 
     def _render(self, term: int) -> str:
         return string.ascii_uppercase[term] if self.is_letters else str(term)
 
-    def _observe(self, event: str) -> str:
+    def _observe(self, event: str, this_turn: int = 1) -> str:
+        """The state as text; ``this_turn`` is 1 inside step (end_turn is about to count it), 0 at reset."""
         seq = ", ".join(self._render(t) for t in self.terms[: self.known])
         kind = "a capital letter" if self.is_letters else "a whole number"
         found = self.known - self.shown
@@ -142,7 +143,7 @@ class SequencesEnv(TextEnv):
             f"{event}\nSequence: {seq}, ?\n"
             f"Give the next term: {kind}, one term per turn, alone in \\boxed{{}}. "
             f"You need {ASKED} more terms; {found} found so far. A wrong term only costs a turn.\n"
-            f"Turns left: {self.turns_left}"
+            f"Turns left: {self.turns_left - this_turn}"
         )
 
     def _parse(self, action: str) -> int | None:

@@ -64,12 +64,13 @@ class SokobanEnv(TextEnv):
             self.player, self.box, self.target = self.rng.sample(sorted(self.floor), 3)
             self.live = self._live_cells()
             path = self._shortest_path() if self.box in self.live else None
-            if path is not None and low <= len(path) <= high:
+            # A path in one direction would let "always push right" win without looking at the room.
+            if path is not None and low <= len(path) <= high and len(set(path)) > 1:
                 break
         self.size = size
         self.start = (self.player, self.box)
         self.max_turns = len(path) + spare
-        return self._observe("New room."), {"difficulty": self.difficulty}
+        return self._observe("New room.", this_turn=0), {"difficulty": self.difficulty}
 
     def _random_room(self, size: int, walls: int) -> set[Cell]:
         cells = {(r, c) for r in range(1, size + 1) for c in range(1, size + 1)}
@@ -117,7 +118,8 @@ class SokobanEnv(TextEnv):
                     queue.append(after)
         return None
 
-    def _observe(self, event: str) -> str:
+    def _observe(self, event: str, this_turn: int = 1) -> str:
+        """The state as text; ``this_turn`` is 1 inside step (end_turn is about to count it), 0 at reset."""
         symbols = {self.target: "T", self.box: "B", self.player: "@"}
         header = "   " + " ".join(str(c) for c in range(self.size + 2))
         rows = [header]
@@ -131,7 +133,7 @@ class SokobanEnv(TextEnv):
             f"column {self.box[1]}; the target is at row {self.target[0]}, column {self.target[1]}.\n"
             "Move one square per turn: \\boxed{up}, \\boxed{down}, \\boxed{left} or \\boxed{right}. Walking "
             "into the box pushes it; it cannot be pulled, so a box stuck in a corner loses the game.\n"
-            f"Turns left: {self.turns_left}"
+            f"Turns left: {self.turns_left - this_turn}"
         )
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:

@@ -107,7 +107,7 @@ class SwitchboardEnv(TextEnv):
         self.seen: list[Config] = [self.config]
         self.solved: dict[int, Rule] = {}
         self.max_turns = len(self.solution()) + spare
-        return self._observe("New switchboard."), {"difficulty": self.difficulty}
+        return self._observe("New switchboard.", this_turn=0), {"difficulty": self.difficulty}
 
     def lamps(self, config: Config) -> list[bool]:
         """The lamp states under a switch setting."""
@@ -127,7 +127,8 @@ class SwitchboardEnv(TextEnv):
         lamps = " ".join(f"{'ABCD'[i]}={'on' if s else 'off'}" for i, s in enumerate(self.lamps(config)))
         return f"switches {switches} -> lamps {lamps}"
 
-    def _observe(self, event: str) -> str:
+    def _observe(self, event: str, this_turn: int = 1) -> str:
+        """The state as text; ``this_turn`` is 1 inside step (end_turn is about to count it), 0 at reset."""
         n, letters = len(self.config), "ABCD"[: len(self.hidden)]
         kinds = "; or ".join(KIND_TEXT[k] for k in self.kinds)
         log = "\n".join(f"  {k + 1}. {self._describe(c)}" for k, c in enumerate(self.seen))
@@ -138,7 +139,7 @@ class SwitchboardEnv(TextEnv):
             "Each turn either flip one switch, e.g. \\boxed{toggle 2}, or state one lamp's rule. A rule is "
             "accepted only once your experiments rule out every other rule for that lamp; a rule they "
             "contradict loses the game. State all lamps' rules to win.\n"
-            f"Turns left: {self.turns_left}"
+            f"Turns left: {self.turns_left - this_turn}"
         )
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
