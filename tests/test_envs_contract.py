@@ -15,7 +15,6 @@ import json
 import math
 import random
 import re
-import sys
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 
 import spade.envs
+from spade.config import CheckerConfig
 from spade.env import TextEnv, ToolEnv, answer_action, tool_call_action
 from spade.skills import GAME_SKILLS, TOOL_SKILLS
 
@@ -176,17 +176,14 @@ def test_declaration(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_source_is_self_contained(name: str) -> None:
-    """Only the standard library and spade.env: the sandbox preloads nothing else (numpy aside)."""
+    """Seed files pass the checker's import allow-list (the sandbox preloads only those modules)."""
     tree = ast.parse(spade.envs.spec(name).source())
     assert ast.get_docstring(tree), "module docstring missing"
-    allowed = set(sys.stdlib_module_names) | {"numpy"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            bad = [a.name for a in node.names if a.name.split(".")[0] not in allowed]
-            assert not bad, f"imports outside the standard library: {bad}"
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            assert module == "spade.env" or module.split(".")[0] in allowed, f"import from {module}"
+    allowed = CheckerConfig().allowed_imports
+    imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    bad = [m for m in imported if not any(m == ok or m.startswith(ok + ".") for ok in allowed)]
+    assert not bad, f"imports outside the allow-list: {bad}"
     assert any(
         isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ENV" for t in n.targets)
         for n in tree.body
