@@ -1,0 +1,98 @@
+"""Rungs 4–6 as pure functions of recorded episodes: determinism, step values, termination."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from spade.checker.episodes import Episode
+from spade.checker.failures import first_failure
+from spade.checker.findings import Finding, FindingCode, finding
+from spade.config import CheckerConfig
+
+
+def _difference(a: Episode, b: Episode) -> str:
+    """Where two runs of the same seed and actions first differ."""
+    if a.first_obs != b.first_obs:
+        return "reset(seed) returned different observations"
+    for i, (x, y) in enumerate(zip(a.steps, b.steps, strict=False)):
+        if x != y:
+            what = [
+                name
+                for name, u, v in (
+                    ("observation", x.observation, y.observation),
+                    ("reward", x.reward, y.reward),
+                    ("terminated", x.terminated, y.terminated),
+                    ("truncated", x.truncated, y.truncated),
+                )
+                if u != v
+            ]
+            return f"step {i + 1} (action {x.action[:40]!r}) gave a different {', '.join(what)}"
+    if len(a.steps) != len(b.steps):
+        return f"one run ended after {len(a.steps)} steps, the other after {len(b.steps)}"
+    return "one run failed and the other did not"
+
+
+def determinism_findings(pairs: Sequence[tuple[Episode, Episode]]) -> list[Finding]:
+    """NONDETERMINISTIC when two instances with the same seed and actions diverge."""
+    for a, b in pairs:
+        if a.trace() != b.trace():
+            msg = (
+                f"seed {a.seed} played twice with the same actions: {_difference(a, b)}. Likely cause: "
+                "randomness outside self.rng (the global random module, set iteration order, time, id()) or "
+                "state shared between instances. Fix: draw everything from self.rng seeded in reset."
+            )
+            return [finding(FindingCode.NONDETERMINISTIC, "determinism", msg)]
+    return []
+
+
+def seed_findings(firsts: Sequence[Episode]) -> list[Finding]:
+    """SEED_IGNORED when every seed gave the same instance under the same actions."""
+    usable = [e for e in firsts if e.failure is None]
+    if len(usable) < 2 or len({e.trace() for e in usable}) > 1:
+        return []
+    seeds = ", ".join(str(e.seed) for e in usable)
+    msg = (
+        f"seeds {seeds} all gave the same instance. Likely cause: the instance is fixed, or built from a "
+        "global RNG that reset does not seed. Fix: build the instance from self.rng in reset so each seed "
+        "gives a different game."
+    )
+    return [finding(FindingCode.SEED_IGNORED, "determinism", msg)]
+
+
+def step_findings(episodes: Sequence[Episode], cfg: CheckerConfig) -> list[Finding]:
+    """Failures of random play (crash, types, NaN, range), rewards outside the checker's range, empty text."""
+    failed = first_failure(list(episodes), "steps")
+    if failed:
+        return failed
+    low, high = cfg.reward_min, cfg.reward_max
+    for ep in episodes:
+        for i, s in enumerate(ep.steps):
+            if not low <= s.reward <= high:
+                msg = (
+                    f"step {i + 1} of {ep.policy} play (seed {ep.seed}, action {s.action[:40]!r}) "
+                    f"returned reward {s.reward!r}, outside [{low}, {high}]. Fix: give 1.0 for a win, 0.0 "
+                    "otherwise, and keep partial rewards inside the range."
+                )
+                return [finding(FindingCode.REWARD_RANGE, "steps", msg)]
+    empty = [(ep, i) for ep in episodes for i, s in enumerate(ep.steps) if not s.observation.strip()]
+    if not empty:
+        return []
+    ep, i = empty[0]
+    msg = (
+        f"step {i + 1} of {ep.policy} play returned an empty observation. Fix: always say what happened "
+        "and what the agent can do next."
+    )
+    return [finding(FindingCode.EMPTY_OBSERVATION, "steps", msg)]
+
+
+def termination_findings(episodes: Sequence[Episode], cap: int) -> list[Finding]:
+    """NO_TERMINATION when an episode that did not fail ran ``cap`` steps without ending."""
+    for ep in episodes:
+        if ep.failure is None and not ep.ended and len(ep.steps) >= cap:
+            msg = (
+                f"{ep.policy} play (seed {ep.seed}) ran {len(ep.steps)} steps without terminated or "
+                "truncated. Likely cause: no turn counter. Fix: count turns and set truncated=True when "
+                "max_turns is reached (TextEnv.end_turn does this)."
+            )
+            return [finding(FindingCode.NO_TERMINATION, "termination", msg)]
+    return []

@@ -1,0 +1,222 @@
+"""Rungs 7–8 as pure functions of recorded episodes: feasibility, anti-exploit probes, answer leaks."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from spade.actions import last_boxed
+from spade.checker.episodes import Episode, rate
+from spade.checker.failures import first_failure
+from spade.checker.findings import Finding, FindingCode, finding
+from spade.checker.probes import Policy
+from spade.config import CheckerConfig
+
+_TAGGED = re.compile(r"<tool_call>.*?</tool_call>|<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
+_ANSWER = re.compile(r"^\s*<answer>(.*?)</answer>\s*$", re.DOTALL | re.IGNORECASE)
+_LEAK_WORDS = re.compile(
+    r"(answer|solution|secret|hidden|correct|target word|code)\W{0,4}(is|was|=|:)?\W{0,3}$", re.I
+)
+
+
+def solution_actions(solution: list[str] | str) -> tuple[list[str], bool]:
+    """The actions to play for ``solution()``'s value, and whether they are an explicit script.
+
+    A list is a script. A string is a script when it holds ``<tool_call>``/``<answer>`` tags or
+    ``\\boxed{}`` actions (each one is played in order); a short single line is played as one action but
+    counts as a description (it may be prose); longer text is a description and is not played.
+    """
+    if isinstance(solution, list):
+        return list(solution), True
+    tagged = _TAGGED.findall(solution)
+    if tagged:
+        return tagged, True
+    boxed = _all_boxed(solution)
+    if boxed:
+        return boxed, True
+    text = solution.strip()
+    return ([text] if text and "\n" not in text and len(text) <= 200 else []), False
+
+
+def _all_boxed(text: str) -> list[str]:
+    out: list[str] = []
+    rest = text
+    while True:
+        content = last_boxed(rest)
+        if content is None:
+            break
+        out.append(content)
+        rest = rest[: rest.rfind("\\boxed")]
+    return out[::-1]
+
+
+def feasibility_findings(
+    solved: Sequence[Episode], explicit: bool, hinted: Sequence[Episode], cfg: CheckerConfig
+) -> tuple[list[Finding], dict[str, float]]:
+    """SOLUTION_FAILS / SOLUTION_PARTIAL for scripts, INFEASIBLE for hinted play, NO_SOLUTION when neither."""
+    failed = first_failure([*solved, *hinted], "feasibility")
+    if failed:
+        return failed, {}
+    played = [e for e in solved if e.steps]
+    wins = [e.won(cfg.success_threshold, cfg.return_mode) for e in played]
+    stats: dict[str, float] = {}
+    if played:
+        stats["solution_win_rate"] = rate(wins)
+    if hinted:
+        stats["policy_win_rate"] = rate([e.won(cfg.success_threshold, cfg.return_mode) for e in hinted])
+    if played and explicit:
+        if not any(wins):
+            return [_solution_fails(played, cfg)], stats
+        if not all(wins):
+            lost = [e.seed for e, w in zip(played, wins, strict=True) if not w]
+            msg = f"solution() won {sum(wins)} of {len(wins)} tested seeds (lost on seeds {lost})."
+            return [finding(FindingCode.SOLUTION_PARTIAL, "feasibility", msg)], stats
+        return [], stats
+    if hinted:
+        if stats["policy_win_rate"] > 0:
+            return [], stats
+        msg = (
+            f"the hint-following policy won none of {len(hinted)} episodes. Likely cause: the goal is "
+            "unreachable or the action format is unclear. Fix: check that a winning sequence exists and that "
+            "the observation explains the action format."
+        )
+        return [finding(FindingCode.INFEASIBLE, "feasibility", msg)], stats
+    if played and any(wins):
+        return [], stats
+    why = "solution() returns prose that does not win when played" if played else "there is no solution()"
+    msg = f"feasibility unverified: {why}. Fix: make solution() return the list of winning actions."
+    return [finding(FindingCode.NO_SOLUTION, "feasibility", msg)], stats
+
+
+def _solution_fails(played: Sequence[Episode], cfg: CheckerConfig) -> Finding:
+    ep = played[0]
+    end = (
+        "the script ran out before the episode ended"
+        if not ep.ended
+        else f"it ended with return {ep.episode_return(cfg.return_mode):g}"
+        + (" (truncated)" if not ep.terminated else "")
+    )
+    last = ep.steps[-1].observation[:160] if ep.steps else ""
+    msg = (
+        f"playing solution() did not win on any of {len(played)} seeds: on seed {ep.seed}, {end}; last "
+        f"observation: {last!r}. Likely cause: the solution and the win check disagree (action format, "
+        "off-by-one, stale state). Fix: make solution() return actions that step() accepts and that win."
+    )
+    return finding(FindingCode.SOLUTION_FAILS, "feasibility", msg)
+
+
+def normalised_answer(action: str) -> str:
+    """An action without ``<answer>`` tags or a ``\\boxed{}`` wrapper, stripped."""
+    match = _ANSWER.match(action)
+    text = match.group(1) if match else action
+    boxed = last_boxed(text)
+    return (boxed if boxed is not None else text).strip()
+
+
+@dataclass(frozen=True, slots=True)
+class LeakSlot:
+    """Where a winning answer sits in the first observation: right after ``prefix``."""
+
+    prefix: str
+    words: int
+    """How many whitespace-separated words the answer has."""
+    wrapper: tuple[str, str]
+    """Text the winning action put before and after the answer (tags, ``\\boxed{``)."""
+    seed: int
+    answer: str
+
+
+def leak_slot(won: Sequence[Episode]) -> LeakSlot | None:
+    """A template slot that held the winning answer: the same 12 characters precede it on every won seed
+    (at least two, with different answers), or a word such as 'answer' or 'secret' precedes it."""
+    answers = [(e, e.steps[-1].action, normalised_answer(e.steps[-1].action)) for e in won if e.steps]
+    answers = [(e, a, n) for e, a, n in answers if n]
+    contexts: list[set[str]] = []
+    for ep, _, answer in answers:
+        pattern = re.compile(r"(?<![\w.])" + re.escape(answer) + r"(?!\w)")
+        contexts.append(
+            {ep.first_obs[max(0, m.start() - 12) : m.start()] for m in pattern.finditer(ep.first_obs)}
+        )
+    prefix: str | None = None
+    if len(answers) >= 2 and len({n for _, _, n in answers}) >= 2 and all(contexts):
+        common = sorted(set.intersection(*contexts), key=len, reverse=True)
+        prefix = common[0] if common and common[0].strip() else None
+    if prefix is None:
+        keyed = [c for ctx in contexts for c in sorted(ctx) if _LEAK_WORDS.search(c)]
+        prefix = keyed[0] if keyed else None
+    if prefix is None:
+        return None
+    ep, action, answer = next(
+        (a for a, ctx in zip(answers, contexts, strict=True) if prefix in ctx), answers[0]
+    )
+    before, _, after = action.partition(answer)
+    return LeakSlot(prefix, len(answer.split()), (before, after), ep.seed, answer)
+
+
+def copy_policy(slot: LeakSlot) -> Policy:
+    """Answer with whatever the first observation shows in ``slot`` (None when it shows no such slot)."""
+    copied: list[str] = []
+
+    def act(observation: str, turn: int) -> str | None:
+        if turn == 0:
+            at = observation.find(slot.prefix)
+            if at < 0:
+                return None
+            words = observation[at + len(slot.prefix) :].split()[: slot.words]
+            copied.append(" ".join(words).rstrip(".,;:!?)]}\"'"))
+        return slot.wrapper[0] + copied[0] + slot.wrapper[1] if copied else None
+
+    return act
+
+
+def leak_findings(slot: LeakSlot, copied: Episode, cfg: CheckerConfig) -> list[Finding]:
+    """ANSWER_LEAK when copying the slot's text won an unseen instance."""
+    if not copied.won(cfg.success_threshold, cfg.return_mode):
+        return []
+    msg = (
+        f"the first observation prints the winning answer: on seed {slot.seed} the answer {slot.answer!r} "
+        f"follows {slot.prefix!r}, and copying what follows it won seed {copied.seed} too. Fix: keep the "
+        "answer in the hidden state and show only what the agent must reason from."
+    )
+    return [finding(FindingCode.ANSWER_LEAK, "exploit", msg)]
+
+
+def exploit_findings(
+    groups: dict[str, list[Episode]], cfg: CheckerConfig
+) -> tuple[list[Finding], dict[str, float]]:
+    """EXPLOITABLE_* when constant, degenerate or random play wins more than ``cfg.exploit_max_success``."""
+    win = {
+        k: [e.won(cfg.success_threshold, cfg.return_mode) for e in v if e.failure is None]
+        for k, v in groups.items()
+    }
+    stats = {f"{k}_win_rate": rate(v) for k, v in win.items() if v}
+    limit = cfg.exploit_max_success
+    checks = (
+        ("constant", FindingCode.EXPLOITABLE_CONSTANT, "sending one fixed string every turn"),
+        (
+            "degenerate",
+            FindingCode.EXPLOITABLE_DEGENERATE,
+            "empty, enumerating, very long or malformed actions",
+        ),
+        ("random", FindingCode.EXPLOITABLE_RANDOM, "random actions"),
+    )
+    for group, code, what in checks:
+        if win.get(group) and rate(win[group]) > limit:
+            winner = next(e for e in groups[group] if e.won(cfg.success_threshold, cfg.return_mode))
+            msg = (
+                f"{what} won {sum(win[group])} of {len(win[group])} episodes (limit {limit:.0%}); e.g. "
+                f"{winner.policy} play on seed {winner.seed} won with {winner.steps[-1].action[:60]!r}. "
+                "Likely cause: the win check accepts answers it should not (substring tests, empty input, "
+                "default values) or the answer space is tiny. Fix: compare the parsed answer exactly with "
+                "the hidden one and make guessing unlikely to win."
+            )
+            return [finding(code, "exploit", msg)], stats
+    if win.get("replay") and all(win["replay"]):
+        ep = groups["replay"][0]
+        msg = (
+            f"the winning action sequence of one seed also wins seed {ep.seed}: the agent can memorise one "
+            "script instead of reasoning. Fix: make the instance (and so the solution) depend on the seed."
+        )
+        return [finding(FindingCode.FIXED_SOLUTION, "exploit", msg)], stats
+    return [], stats
