@@ -101,12 +101,13 @@ class SwitchboardEnv(TextEnv):
             else:
                 self.start = tuple(self.rng.random() < 0.5 for _ in range(switches))
             wanted = self.difficulty < 2 or any(r[0] in ("and", "or") for r in self.hidden)
-            if wanted and len(self.solution()) + spare <= SwitchboardEnv.max_turns:
+            budget = len(self.solution()) + spare
+            if wanted and budget <= SwitchboardEnv.max_turns:
                 break
+        self.max_turns = budget
         self.config = self.start
         self.seen: list[Config] = [self.config]
         self.solved: dict[int, Rule] = {}
-        self.max_turns = len(self.solution()) + spare
         return self._observe("New switchboard.", this_turn=0), {"difficulty": self.difficulty}
 
     def lamps(self, config: Config) -> list[bool]:
