@@ -109,6 +109,8 @@ class CheckerConfig:
         "statistics", "string", "textwrap", "tool_use_base_env", "typing", "unicodedata",
     )  # fmt: skip
     """Modules an environment may import (a name also allows its submodules)."""
+    parallel_episodes: int = 4
+    """Probe episodes played at once when the runner isolates instances in processes (in-process: one)."""
 
 
 @dataclass(frozen=True, slots=True)
