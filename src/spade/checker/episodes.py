@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,17 +91,42 @@ class Episode:
         return (self.first_obs, steps, failure)
 
 
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One episode to play: see :meth:`Prober.play`."""
+
+    label: str
+    seed: int
+    policy: Policy | None
+    max_steps: int
+    solve: Callable[[list[str] | str], Sequence[str]] | None = None
+    want_tools: bool = False
+
+
 @dataclass(slots=True)
 class Prober:
-    """Plays episodes of one source in a runner and counts them."""
+    """Plays episodes of one source in a runner and keeps them.
+
+    ``workers`` > 1 plays a batch of episodes at once; only use it with a runner whose instances are
+    separate processes (each policy owns its RNG, so results do not depend on the interleaving).
+    """
 
     runner: EnvRunner
     source: str
     filename: str = "<env>"
-    episodes: int = 0
-    steps: int = 0
-    meta: EnvMeta | None = None
+    workers: int = 1
     log: list[Episode] = field(default_factory=list)
+    calls: int = 0
+
+    @property
+    def episodes(self) -> int:
+        """Instances opened so far."""
+        return len(self.log) + self.calls
+
+    @property
+    def steps(self) -> int:
+        """Steps played so far."""
+        return sum(len(e.steps) for e in self.log)
 
     def play(
         self,
@@ -114,40 +140,50 @@ class Prober:
     ) -> Episode:
         """Open an instance, reset it with ``seed`` and play ``policy`` (or the script ``solve`` makes from
         ``solution()``) until the episode ends, the policy stops or ``max_steps`` steps were played."""
-        self.episodes += 1
+        return self._keep(self._play(Job(label, seed, policy, max_steps, solve, want_tools)))
+
+    def play_all(self, jobs: Sequence[Job]) -> list[Episode]:
+        """Play ``jobs`` (concurrently when ``workers`` > 1); results come back in job order."""
+        if self.workers <= 1 or len(jobs) <= 1:
+            episodes = [self._play(job) for job in jobs]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs))) as pool:
+                episodes = list(pool.map(self._play, jobs))
+        return [self._keep(ep) for ep in episodes]
+
+    def _play(self, job: Job) -> Episode:
+        label, seed, policy = job.label, job.seed, job.policy
         try:
             instance = self.runner.open(self.source, filename=self.filename)
         except SandboxError as exc:
-            return self._keep(Episode(label, seed, failure=Failure.of(exc, "load")))
+            return Episode(label, seed, failure=Failure.of(exc, "load"))
         with instance:
             meta = instance.meta
-            self.meta = self.meta or meta
             obs, phase = "", "reset"
             tools: tuple[dict[str, Any], ...] = ()
             solution: list[str] | str | None = None
             try:
                 obs, _ = instance.reset(seed=seed)
-                if want_tools:
+                if job.want_tools:
                     phase = "tools"
                     tools = tuple(instance.tools())
-                if solve is not None:
+                if job.solve is not None:
                     phase = "solution"
                     try:
                         solution = instance.solution()
                     except NotImplementedError:
-                        return self._keep(Episode(label, seed, obs, tools=tools, meta=meta))
-                    policy = _script(solve(solution))
+                        return Episode(label, seed, obs, tools=tools, meta=meta)
+                    policy = _script(job.solve(solution))
             except SandboxError as exc:
-                failure = Failure.of(exc, phase)
-                return self._keep(Episode(label, seed, obs, failure=failure, tools=tools, meta=meta))
+                return Episode(label, seed, obs, failure=Failure.of(exc, phase), tools=tools, meta=meta)
             ep = Episode(label, seed, obs, solution=solution, tools=tools, meta=meta)
-            return self._keep(self._steps(instance, ep, policy, max_steps))
+            return self._steps(instance, ep, policy, job.max_steps)
 
     def call_tools(
         self, seed: int, calls: Sequence[tuple[str, dict[str, Any]]]
     ) -> tuple[list[str], Failure | None]:
         """Reset a fresh instance and make ``calls`` natively; stops at the first failure."""
-        self.episodes += 1
+        self.calls += 1
         outputs: list[str] = []
         try:
             instance = self.runner.open(self.source, filename=self.filename)
@@ -174,7 +210,6 @@ class Prober:
             except SandboxError as exc:
                 failure = Failure.of(exc, "step")
                 return dataclasses.replace(ep, steps=tuple(records), failure=failure, failed_action=action)
-            self.steps += 1
             records.append(StepRecord(action, obs, reward, terminated, truncated))
             if terminated or truncated:
                 break

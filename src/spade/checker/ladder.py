@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spade.checker import dynamic, feasibility, probes, tooling
-from spade.checker.episodes import Episode, Prober
+from spade.checker.episodes import Episode, Job, Prober
 from spade.checker.failures import failure_finding
 from spade.checker.findings import CheckReport, Finding, FindingCode, Stage, finding
 from spade.checker.probes import Policy, RandomActions
@@ -21,6 +21,7 @@ from spade.sandbox.api import EnvRunner
 
 _SCRIPT_CAP = 1000
 """Most steps a scripted solution or hint-following episode may take."""
+_DEGENERATE = frozenset({"empty", "enumerate", "format", "long"})
 _EXPLOIT_ROTA = ("constant", "enumerate", "constant", "format", "long", "constant", "empty", "format")
 
 
@@ -38,6 +39,7 @@ class _Run:
     tree: ast.Module | None = None
     info: StaticInfo | None = None
     prober: Prober | None = None
+    workers: int = 1
     tool_env: bool = False
     tool_names: list[str] = field(default_factory=list)
     first: Episode | None = None
@@ -52,7 +54,7 @@ class _Run:
     @property
     def play(self) -> Prober:
         if self.prober is None:
-            self.prober = Prober(self.runner, self.code, self.filename)
+            self.prober = Prober(self.runner, self.code, self.filename, self.workers)
         return self.prober
 
     def won(self, ep: Episode) -> bool:
@@ -90,27 +92,32 @@ def _load(run: _Run) -> list[Finding]:
 
 
 def _determinism(run: _Run) -> list[Finding]:
-    action_seed = run.seed()
-    pairs: list[tuple[Episode, Episode]] = []
+    action_seed, cap = run.seed(), run.cfg.termination_turns
+    jobs = []
     for _ in range(run.cfg.determinism_seeds):
         seed = run.seed()
-        a, b = (
-            run.play.play(
-                "determinism", seed, RandomActions(random.Random(action_seed), run.tool_names),
-                max_steps=run.cfg.termination_turns,
-            )
+        jobs += [
+            Job("determinism", seed, RandomActions(random.Random(action_seed), run.tool_names), cap)
             for _ in range(2)
-        )  # fmt: skip
-        pairs.append((a, b))
-        run.randoms.append(a)
+        ]
+    played = run.play.play_all(jobs)
+    pairs = list(zip(played[::2], played[1::2], strict=True))
+    run.randoms += [a for a, _ in pairs]
     found = dynamic.determinism_findings(pairs)
     return found or dynamic.seed_findings([a for a, _ in pairs])
 
 
 def _steps(run: _Run) -> list[Finding]:
-    for _ in range(run.cfg.probe_episodes):
-        policy = RandomActions(random.Random(run.seed()), run.tool_names)
-        run.randoms.append(run.play.play("random", run.seed(), policy, max_steps=run.cfg.termination_turns))
+    jobs = [
+        Job(
+            "random",
+            run.seed(),
+            RandomActions(random.Random(run.seed()), run.tool_names),
+            run.cfg.termination_turns,
+        )
+        for _ in range(run.cfg.probe_episodes)
+    ]
+    run.randoms += run.play.play_all(jobs)
     return dynamic.step_findings(run.randoms, run.cfg)
 
 
@@ -159,12 +166,14 @@ def _feasibility(run: _Run) -> list[Finding]:
         return feasibility.solution_actions(solution)[0]
 
     seeds = [run.seed() for _ in range(run.cfg.feasibility_seeds)]
-    run.solved = [run.play.play("solution", s, None, max_steps=_SCRIPT_CAP, solve=solve) for s in seeds]
+    run.solved = run.play.play_all([Job("solution", s, None, _SCRIPT_CAP, solve) for s in seeds])
     played = [e for e in run.solved if e.steps and e.solution is not None]
     explicit = any(feasibility.solution_actions(e.solution)[1] for e in played if e.solution is not None)
     hinted: list[Episode] = []
     if run.policy is not None and not (played and explicit):
-        hinted = [run.play.play("hinted", s, run.policy, max_steps=_SCRIPT_CAP) for s in seeds]
+        hinted = [
+            run.play.play("hinted", s, run.policy, max_steps=_SCRIPT_CAP) for s in seeds
+        ]  # may be stateful
     found, stats = feasibility.feasibility_findings(run.solved, explicit, hinted, run.cfg)
     run.stats.update(stats)
     return found
@@ -176,37 +185,34 @@ def _exploit(run: _Run) -> list[Finding]:
     extra = [feasibility.normalised_answer(e.steps[0].action) for e in winners]
     first_obs = run.first.first_obs if run.first else ""
     constants = probes.constant_candidates(run.rng, first_obs, run.tool_env, list(dict.fromkeys(extra)))
-    groups: dict[str, list[Episode]] = {"random": run.randoms, "degenerate": list(run.idle), "constant": []}
+    jobs: list[Job] = []
     for i in range(cfg.exploit_episodes):
         kind = _EXPLOIT_ROTA[i % len(_EXPLOIT_ROTA)]
         if kind == "constant":
-            action = constants[len(groups["constant"]) % len(constants)]
-            ep = run.play.play(
-                f"constant {action[:30]!r}",
-                run.seed(),
-                probes.constant(action),
-                max_steps=cfg.termination_turns,
+            action = constants[sum(j.label.startswith("constant") for j in jobs) % len(constants)]
+            jobs.append(
+                Job(f"constant {action[:30]!r}", run.seed(), probes.constant(action), cfg.termination_turns)
             )
-            groups["constant"].append(ep)
         else:
             policy = probes.degenerate(kind, random.Random(run.seed()), cfg.long_action_chars, run.tool_env)
-            groups["degenerate"].append(
-                run.play.play(kind, run.seed(), policy, max_steps=cfg.termination_turns)
-            )
+            jobs.append(Job(kind, run.seed(), policy, cfg.termination_turns))
     multi = [e for e in winners if len(e.steps) > 1]
     if multi:
         script = [s.action for s in multi[0].steps]
-        groups["replay"] = [
-            run.play.play("replay", run.seed(), probes.scripted(script), max_steps=len(script))
-        ]
-    found, stats = feasibility.exploit_findings(groups, cfg)
-    run.stats.update(stats)
+        jobs.append(Job("replay", run.seed(), probes.scripted(script), len(script)))
     slot = feasibility.leak_slot(winners)
     if slot is not None:
-        copied = run.play.play(
-            "copy-slot", run.seed(), feasibility.copy_policy(slot), max_steps=cfg.termination_turns
-        )
-        found += feasibility.leak_findings(slot, copied, cfg)
+        jobs.append(Job("copy-slot", run.seed(), feasibility.copy_policy(slot), cfg.termination_turns))
+    played = run.play.play_all(jobs)
+    groups: dict[str, list[Episode]] = {"random": run.randoms, "degenerate": list(run.idle), "constant": []}
+    for ep in played:
+        group = ep.policy if ep.policy == "replay" else ep.policy.split()[0]
+        groups.setdefault("degenerate" if group in _DEGENERATE else group, []).append(ep)
+    copied = groups.pop("copy-slot", [])
+    found, stats = feasibility.exploit_findings(groups, cfg)
+    run.stats.update(stats)
+    if slot is not None and copied:
+        found += feasibility.leak_findings(slot, copied[0], cfg)
     return found
 
 
@@ -243,6 +249,7 @@ def check_env(
     if seed is None:
         seed = random.SystemRandom().randrange(2**63)
     run = _Run(source, sandbox, cfg, random.Random(seed), policy, filename)
+    run.workers = cfg.parallel_episodes if sandbox.layers.get("process") else 1
     findings: list[Finding] = []
     timings: dict[str, float] = {}
     for stage, rung in _RUNGS:
