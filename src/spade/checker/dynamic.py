@@ -45,10 +45,12 @@ def determinism_findings(pairs: Sequence[tuple[Episode, Episode]]) -> list[Findi
     return []
 
 
-def seed_findings(firsts: Sequence[Episode]) -> list[Finding]:
-    """SEED_IGNORED when every seed gave the same instance under the same actions."""
+def seed_findings(firsts: Sequence[Episode], solved: Sequence[Episode]) -> list[Finding]:
+    """SEED_IGNORED when every seed gave the same instance: identical play under the same actions and
+    identical scripted solutions (hidden state that random play never reveals still shows in solutions)."""
     usable = [e for e in firsts if e.failure is None]
-    if len(usable) < 2 or len({e.trace() for e in usable}) > 1:
+    solutions = {repr(e.solution) for e in solved if e.solution is not None}
+    if len(usable) < 2 or len({e.trace() for e in usable}) > 1 or len(solutions) > 1:
         return []
     seeds = ", ".join(str(e.seed) for e in usable)
     msg = (
@@ -56,7 +58,7 @@ def seed_findings(firsts: Sequence[Episode]) -> list[Finding]:
         "global RNG that reset does not seed. Fix: build the instance from self.rng in reset so each seed "
         "gives a different game."
     )
-    return [finding(FindingCode.SEED_IGNORED, "determinism", msg)]
+    return [finding(FindingCode.SEED_IGNORED, "exploit", msg)]
 
 
 def step_findings(episodes: Sequence[Episode], cfg: CheckerConfig) -> list[Finding]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +17,10 @@ from spade.config import CheckerConfig
 
 _TAGGED = re.compile(r"<tool_call>.*?</tool_call>|<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
 _ANSWER = re.compile(r"^\s*<answer>(.*?)</answer>\s*$", re.DOTALL | re.IGNORECASE)
+_CALL = re.compile(r"\b[A-Za-z_]\w*\((?:[^()'\"]|'[^']*'|\"[^\"]*\")*\)")
+_PROSE_ANSWER = re.compile(r"\bANSWER\s*[:=]\s*(.+?)\s*$", re.IGNORECASE)
+_SPLIT = re.compile(r"\s*(?:,\s+|->|;|\n)\s*")
+_NUMBERING = re.compile(r"^\(?\d+[.)]\s+")
 _LEAK_WORDS = re.compile(
     r"(answer|solution|secret|hidden|correct|target word|code)\W{0,4}(is|was|=|:)?\W{0,3}$", re.I
 )
@@ -35,8 +41,40 @@ def solution_actions(solution: list[str] | str) -> tuple[list[str], bool]:
     boxed = _all_boxed(solution)
     if boxed:
         return boxed, True
-    text = solution.strip()
-    return ([text] if text and "\n" not in text and len(text) <= 200 else []), False
+    return prose_actions(solution), False
+
+
+def prose_actions(text: str) -> list[str]:
+    """Best-effort actions from a prose solution (the official format returns one string).
+
+    ``name(k=v, ...)`` calls become ``<tool_call>`` actions and ``ANSWER: x`` an ``<answer>``; otherwise the
+    text is split on ``, `` / ``->`` / ``;`` / newlines (numbering dropped). Prose that is not a plan
+    (long sentences) yields nothing.
+    """
+    calls = [_call_action(m.group(0)) for m in _CALL.finditer(text)]
+    actions = [c for c in calls if c is not None]
+    answer = _PROSE_ANSWER.search(text)
+    if actions or answer:
+        return actions + ([f"<answer>{answer.group(1).strip()}</answer>"] if answer else [])
+    pieces = [_NUMBERING.sub("", p).strip() for p in _SPLIT.split(text.strip())]
+    pieces = [p for p in pieces if p]
+    if not pieces or any(len(p) > 80 for p in pieces):
+        return []
+    return pieces
+
+
+def _call_action(text: str) -> str | None:
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
+        return None
+    try:
+        args = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg is not None}
+    except ValueError:
+        return None
+    return "<tool_call>" + json.dumps({"name": node.func.id, "arguments": args}) + "</tool_call>"
 
 
 def _all_boxed(text: str) -> list[str]:

@@ -47,6 +47,7 @@ class _Run:
     idle: list[Episode] = field(default_factory=list)
     solved: list[Episode] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
+    pairs: list[tuple[Episode, Episode]] = field(default_factory=list)
 
     def seed(self) -> int:
         return self.rng.randrange(2**31)
@@ -103,8 +104,8 @@ def _determinism(run: _Run) -> list[Finding]:
     played = run.play.play_all(jobs)
     pairs = list(zip(played[::2], played[1::2], strict=True))
     run.randoms += [a for a, _ in pairs]
-    found = dynamic.determinism_findings(pairs)
-    return found or dynamic.seed_findings([a for a, _ in pairs])
+    run.pairs = pairs
+    return dynamic.determinism_findings(pairs)
 
 
 def _steps(run: _Run) -> list[Finding]:
@@ -213,7 +214,7 @@ def _exploit(run: _Run) -> list[Finding]:
     run.stats.update(stats)
     if slot is not None and copied:
         found += feasibility.leak_findings(slot, copied[0], cfg)
-    return found
+    return found + dynamic.seed_findings([a for a, _ in run.pairs], run.solved)
 
 
 _RUNGS: tuple[tuple[Stage, Callable[[_Run], list[Finding]]], ...] = (

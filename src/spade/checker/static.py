@@ -229,7 +229,9 @@ def _env_class(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> tuple[str 
             "class in the file and set ENV to it."
         )
         return None, [finding(FindingCode.NO_ENV_CLASS, "static", msg)]
-    candidates = [n for n in classes if n.endswith("Env") and n != _OFFICIAL_TOOL_BASE]
+    candidates = [
+        n for n in classes if n.endswith("Env") and n != _OFFICIAL_TOOL_BASE and _has_reset_step(n, classes)
+    ]
     parents = {b for n in candidates for b in _base_names(classes[n])}
     leaves = [n for n in candidates if n not in parents]
     if not leaves:
@@ -249,6 +251,15 @@ def _env_class(tree: ast.Module, classes: dict[str, ast.ClassDef]) -> tuple[str 
         msg = f"{name} subclasses TextEnv but the file has no `ENV = {name}`. Fix: add that line at the end."
         return name, [finding(FindingCode.ENV_NOT_DECLARED, "static", msg)]
     return name, []
+
+
+def _has_reset_step(name: str, classes: dict[str, ast.ClassDef]) -> bool:
+    """Whether the class has (or inherits) reset and step, as the loader requires of a candidate."""
+    chain = _chain(name, classes)
+    if {b for c in chain for b in _base_names(c)} & (_NATIVE_BASES | {_OFFICIAL_TOOL_BASE}):
+        return True
+    methods = {n.name for c in chain for n in c.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    return {"reset", "step"} <= methods
 
 
 def _methods(name: str, chain: list[ast.ClassDef], bases: set[str]) -> list[Finding]:
