@@ -69,6 +69,10 @@ def test_fingerprint_ignores_docstrings_comments_and_layout() -> None:
     assert ast_fingerprint(a) == ast_fingerprint(b)
     assert ast_fingerprint(a) != ast_fingerprint("def f(x):\n    return x + 2\n")
     assert ast_fingerprint("def f(:\n") == "text:" + source_hash("def f(:\n")
+    nested_a = 'if True:\n    class A:\n        """Doc."""\n        def m(self):\n            """Doc."""\n'
+    nested_a += "            return 1\n"
+    nested_b = "if True:\n    class A:\n        def m(self):\n            return 1\n"
+    assert ast_fingerprint(nested_a) == ast_fingerprint(nested_b)
     # a body made only of a docstring equals an explicit pass
     assert ast_fingerprint("def g():\n    'only doc'\n") == ast_fingerprint("def g():\n    pass\n")
 
