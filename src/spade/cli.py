@@ -14,6 +14,7 @@ from spade.play import Solver
 USAGE = """usage: spade COMMAND [options]
 
 commands:
+  check   validate environment files (or model replies) in the sandbox; non-zero exit if any is rejected
   envs    list the registered seed environments
   play    play an environment (registry name or file) as a human or with its scripted solution
   train   run SPADE self-play training (--preset cpu-tiny|paper, --resume RUN_DIR)
@@ -48,6 +49,34 @@ class PlayArgs:
     """Difficulty level (seed environments accept 0..n-1)."""
     max_turns: int | None = None
     """Override the environment's turn budget."""
+
+
+@dataclass(frozen=True)
+class CheckArgs:
+    """Run the validation ladder on environment files in the sandbox and report per file.
+
+    Each FILE holds environment code (native or official format) or a model reply with a fenced code
+    block. The exit status is 0 when every file passes, 1 when any is rejected, 2 on unreadable files.
+    """
+
+    files: Annotated[tuple[str, ...], tyro.conf.Positional]
+    """Environment files to check."""
+    json: bool = False
+    """Print one JSON object per file and line instead of the human-readable report."""
+    jobs: int = 2
+    """Files checked at once."""
+    seed: int | None = None
+    """Seed of the probe actions and environment seeds (random when omitted; each report shows it)."""
+
+
+def _cmd_check(argv: Sequence[str]) -> int:
+    args = tyro.cli(CheckArgs, args=argv, prog="spade check")
+    if not args.files:
+        print("spade check: give at least one FILE (see `spade check --help`)", file=sys.stderr)
+        return 2
+    from spade.checker import check_files  # noqa: PLC0415 - subcommands import what they need
+
+    return check_files(args.files, args.jobs, args.json, seed=args.seed)
 
 
 def _cmd_envs(argv: Sequence[str]) -> int:
@@ -87,6 +116,7 @@ def _cmd_train(argv: Sequence[str]) -> int:
 
 
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "check": _cmd_check,
     "envs": _cmd_envs,
     "play": _cmd_play,
     "train": _cmd_train,

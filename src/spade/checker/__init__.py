@@ -7,6 +7,7 @@ the fix. ``extract_code`` pulls the environment out of a model reply (the design
 ``check_files`` is the ``spade check`` command.
 """
 
+from spade.checker.cli import check_files, format_report
 from spade.checker.extract import extract_code, looks_truncated
 from spade.checker.findings import (
     DEFAULT_SEVERITY,
@@ -31,6 +32,8 @@ __all__ = [
     "Stage",
     "acheck_env",
     "check_env",
+    "check_files",
     "extract_code",
+    "format_report",
     "looks_truncated",
 ]

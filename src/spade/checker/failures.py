@@ -80,7 +80,7 @@ def failure_finding(ep: Episode, failure: Failure, stage: Stage) -> Finding:
     where = f"{failure.op}" + (f"(action={_short(ep.failed_action)})" if failure.op == "step" else "")
     msg = (
         f"{where} failed with {failure.kind}: {_short(failure.message, 300)} "
-        f"[{ep.policy} play, seed {ep.seed}, after {len(ep.steps)} steps]. {_FIX.get(code, '')}."
+        f"[{ep.policy} play, seed {ep.seed}, after {len(ep.steps)} steps]. {_capital(_FIX.get(code, ''))}."
     )
     return finding(code, stage, msg)
 
@@ -91,6 +91,10 @@ def first_failure(episodes: list[Episode], stage: Stage) -> list[Finding]:
         if ep.failure is not None:
             return [failure_finding(ep, ep.failure, stage)]
     return []
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _short(text: str | None, limit: int = 60) -> str:
