@@ -26,6 +26,7 @@ SOCK_FD = 3
 EXIT_HARDEN_FAILED = 90
 """Exit status of a child that could not apply a required layer (the harness reports it)."""
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +102,11 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def _pdeathsig() -> None:
+    """Die with the zygote; and never dump core or be traced (``/proc/<pid>`` becomes root-only)."""
     if LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if LIBC.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
 
 
 def serve(sock: socket.socket, limits: Limits) -> int:
