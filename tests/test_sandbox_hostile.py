@@ -31,8 +31,8 @@ pytestmark = pytest.mark.timeout(30)
 
 HOSTILE_LIMITS = {
     "call_timeout_s": 0.5,
-    "load_timeout_s": 1.0,
-    "address_space_mb": 224,
+    "load_timeout_s": 2.0,
+    "address_space_mb": 160,
     "cpu_seconds": 20,
     "max_observation_chars": 10_000,
     "max_info_bytes": 4096,
@@ -174,7 +174,7 @@ CASES = [
     Case("memory-bomb-at-import", env_source(top="blob = bytearray(8 << 30)"), "load", frozenset({"memory"})),
     Case(
         "memory-bomb-growing-at-step",
-        env_source(step="hoard = []\nwhile True:\n    hoard.append(bytearray(50 << 20))"),
+        env_source(step="hoard = []\nwhile True:\n    hoard.append(bytearray(10 << 20))"),
         "step",
         frozenset({"memory"}),
     ),
