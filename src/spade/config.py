@@ -48,7 +48,7 @@ class ModelConfig:
     """Context window used for budgets (tokens)."""
     request_timeout_s: float = 120.0
     max_concurrency: int = 16
-    """Concurrent requests to a server backend."""
+    """Concurrent requests to a server backend; hf backend: most sequences generated in one batch."""
     scripted_behaviour: str = "mixed"
     """Scripted backend only: what its designer emits ('valid', 'broken', 'hostile', 'mixed')."""
 
@@ -201,9 +201,15 @@ class TrainerConfig:
     lora_rank: int = 0
     """0: full fine-tuning; > 0: LoRA of that rank."""
     lora_alpha: int = 32
+    lora_targets: tuple[str, ...] = ("all-linear",)
+    """Module names LoRA adapts; ("all-linear",) adapts every linear layer except the output head."""
     micro_batch_tokens: int = 8192
+    """Padded tokens per forward/backward micro-batch; one step accumulates all micro-batches."""
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    tis_fresh: bool = False
+    """Also importance-correct fresh samples (engine/trainer mismatch), not only stale ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +328,7 @@ PAPER = TrainConfig(name="paper")
 CPU_TINY = TrainConfig(
     name="cpu-tiny",
     steps=6,
-    model=ModelConfig(max_context=2048),
+    model=ModelConfig(max_context=8192),
     play=PlayConfig(
         action_mode="lenient",
         max_turns=4,
