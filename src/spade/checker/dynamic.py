@@ -14,6 +14,8 @@ def _difference(a: Episode, b: Episode) -> str:
     """Where two runs of the same seed and actions first differ."""
     if a.first_obs != b.first_obs:
         return "reset(seed) returned different observations"
+    if a.solution != b.solution:
+        return "solution() differs after the same reset, so the hidden state does"
     for i, (x, y) in enumerate(zip(a.steps, b.steps, strict=False)):
         if x != y:
             what = [

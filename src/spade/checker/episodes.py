@@ -88,7 +88,7 @@ class Episode:
         """What determinism compares: observations, rewards, flags and how the episode failed."""
         steps = tuple((s.action, s.observation, s.reward, s.terminated, s.truncated) for s in self.steps)
         failure = None if self.failure is None else (self.failure.op, self.failure.kind, self.failure.field)
-        return (self.first_obs, steps, failure)
+        return (self.first_obs, repr(self.solution), steps, failure)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +101,8 @@ class Job:
     max_steps: int
     solve: Callable[[list[str] | str], Sequence[str]] | None = None
     want_tools: bool = False
+    peek_solution: bool = False
+    """Record ``solution()`` after reset (it reveals hidden state) but play ``policy``."""
 
 
 @dataclass(slots=True)
@@ -167,13 +169,15 @@ class Prober:
                 if job.want_tools:
                     phase = "tools"
                     tools = tuple(instance.tools())
-                if job.solve is not None:
+                if job.solve is not None or job.peek_solution:
                     phase = "solution"
                     try:
                         solution = instance.solution()
                     except NotImplementedError:
-                        return Episode(label, seed, obs, tools=tools, meta=meta)
-                    policy = _script(job.solve(solution))
+                        if job.solve is not None:
+                            return Episode(label, seed, obs, tools=tools, meta=meta)
+                    if job.solve is not None and solution is not None:
+                        policy = _script(job.solve(solution))
             except SandboxError as exc:
                 return Episode(label, seed, obs, failure=Failure.of(exc, phase), tools=tools, meta=meta)
             ep = Episode(label, seed, obs, solution=solution, tools=tools, meta=meta)

@@ -17,6 +17,14 @@ from spade.config import CheckerConfig
 
 _TAGGED = re.compile(r"<tool_call>.*?</tool_call>|<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
 _ANSWER = re.compile(r"^\s*<answer>(.*?)</answer>\s*$", re.DOTALL | re.IGNORECASE)
+DEGENERATE_KINDS = ("empty", "enumerate", "long", "format")
+"""Degenerate probe policies (see :mod:`spade.checker.probes`)."""
+_DEGENERATE_WHAT = {
+    "empty": "empty actions",
+    "enumerate": "actions listing many candidate answers at once",
+    "long": "very long actions",
+    "format": "malformed actions (broken markup, special numbers, control characters)",
+}
 _CALL = re.compile(r"\b[A-Za-z_]\w*\((?:[^()'\"]|'[^']*'|\"[^\"]*\")*\)")
 _PROSE_ANSWER = re.compile(r"\bANSWER\s*[:=]\s*(.+?)\s*$", re.IGNORECASE)
 _SPLIT = re.compile(r"\s*(?:,\s+|->|;|\n)\s*")
@@ -58,7 +66,7 @@ def prose_actions(text: str) -> list[str]:
         return actions + ([f"<answer>{answer.group(1).strip()}</answer>"] if answer else [])
     pieces = [_NUMBERING.sub("", p).strip() for p in _SPLIT.split(text.strip())]
     pieces = [p for p in pieces if p]
-    if not pieces or any(len(p) > 80 for p in pieces):
+    if not pieces or any(len(p) > 80 or len(p.split()) > 8 for p in pieces):
         return []
     return pieces
 
@@ -223,20 +231,24 @@ def leak_findings(slot: LeakSlot, copied: Episode, cfg: CheckerConfig) -> list[F
 def exploit_findings(
     groups: dict[str, list[Episode]], cfg: CheckerConfig
 ) -> tuple[list[Finding], dict[str, float]]:
-    """EXPLOITABLE_* when constant, degenerate or random play wins more than ``cfg.exploit_max_success``."""
+    """EXPLOITABLE_* when one probe policy wins more than ``cfg.exploit_max_success`` of its episodes.
+
+    ``groups`` maps a policy to its episodes: ``constant``, the degenerate kinds (``empty``, ``enumerate``,
+    ``long``, ``format``), ``random`` and ``replay``. Each degenerate kind is judged on its own, so one kind
+    that always wins is not diluted by the others.
+    """
     win = {
         k: [e.won(cfg.success_threshold, cfg.return_mode) for e in v if e.failure is None]
         for k, v in groups.items()
     }
-    stats = {f"{k}_win_rate": rate(v) for k, v in win.items() if v}
+    degenerate = [w for k in DEGENERATE_KINDS for w in win.get(k, [])]
+    stats = {f"{k}_win_rate": rate(v) for k, v in win.items() if v and k not in DEGENERATE_KINDS}
+    if degenerate:
+        stats["degenerate_win_rate"] = rate(degenerate)
     limit = cfg.exploit_max_success
     checks = (
         ("constant", FindingCode.EXPLOITABLE_CONSTANT, "sending one fixed string every turn"),
-        (
-            "degenerate",
-            FindingCode.EXPLOITABLE_DEGENERATE,
-            "empty, enumerating, very long or malformed actions",
-        ),
+        *((k, FindingCode.EXPLOITABLE_DEGENERATE, _DEGENERATE_WHAT[k]) for k in DEGENERATE_KINDS),
         ("random", FindingCode.EXPLOITABLE_RANDOM, "random actions"),
     )
     for group, code, what in checks:

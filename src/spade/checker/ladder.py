@@ -21,7 +21,6 @@ from spade.sandbox.api import EnvRunner
 
 _SCRIPT_CAP = 1000
 """Most steps a scripted solution or hint-following episode may take."""
-_DEGENERATE = frozenset({"empty", "enumerate", "format", "long"})
 _EXPLOIT_ROTA = ("constant", "enumerate", "constant", "format", "long", "constant", "empty", "format")
 
 
@@ -92,13 +91,27 @@ def _load(run: _Run) -> list[Finding]:
     return []
 
 
+def _already_failed(run: _Run) -> bool:
+    """Random play already failed: the steps rung will report it, more probes would only repeat it (and
+    a hung instance costs a full call timeout each time)."""
+    return any(ep.failure is not None for ep in run.randoms)
+
+
 def _determinism(run: _Run) -> list[Finding]:
+    if _already_failed(run):
+        return []
     action_seed, cap = run.seed(), run.cfg.termination_turns
     jobs = []
     for _ in range(run.cfg.determinism_seeds):
         seed = run.seed()
         jobs += [
-            Job("determinism", seed, RandomActions(random.Random(action_seed), run.tool_names), cap)
+            Job(
+                "determinism",
+                seed,
+                RandomActions(random.Random(action_seed), run.tool_names),
+                cap,
+                peek_solution=True,
+            )
             for _ in range(2)
         ]
     played = run.play.play_all(jobs)
@@ -109,6 +122,8 @@ def _determinism(run: _Run) -> list[Finding]:
 
 
 def _steps(run: _Run) -> list[Finding]:
+    if _already_failed(run):
+        return dynamic.step_findings(run.randoms, run.cfg)
     jobs = [
         Job(
             "random",
@@ -205,10 +220,9 @@ def _exploit(run: _Run) -> list[Finding]:
     if slot is not None:
         jobs.append(Job("copy-slot", run.seed(), feasibility.copy_policy(slot), cfg.termination_turns))
     played = run.play.play_all(jobs)
-    groups: dict[str, list[Episode]] = {"random": run.randoms, "degenerate": list(run.idle), "constant": []}
+    groups: dict[str, list[Episode]] = {"random": run.randoms, "empty": list(run.idle), "constant": []}
     for ep in played:
-        group = ep.policy if ep.policy == "replay" else ep.policy.split()[0]
-        groups.setdefault("degenerate" if group in _DEGENERATE else group, []).append(ep)
+        groups.setdefault(ep.policy.split()[0], []).append(ep)
     copied = groups.pop("copy-slot", [])
     found, stats = feasibility.exploit_findings(groups, cfg)
     run.stats.update(stats)

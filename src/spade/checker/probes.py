@@ -120,7 +120,7 @@ def constant_candidates(
 
 def enumeration(rng: random.Random, observation: str, tool_env: bool) -> str:
     """One action listing many candidate answers at once (catches checks like ``answer in action``)."""
-    high = rng.choice((50, 100, 200))
+    high = rng.choice((100, 300, 1000))
     numbers = [str(n) for n in range(rng.randint(-2, 1), high + 1)]
     words = tokens(observation)
     items = numbers + words if rng.random() < 0.5 else words + numbers
