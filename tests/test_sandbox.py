@@ -274,3 +274,15 @@ def test_exit_statuses_are_explained(ended: dict[str, object], kind: str, phrase
     got_kind, message = explain_exit(ended, "step", Limits())
     assert got_kind == kind
     assert phrase in message
+
+
+def test_a_dropped_handle_frees_its_slot_and_its_process() -> None:
+    with Sandbox(Limits(max_live_instances=1, load_timeout_s=2.0, bubblewrap="off")) as box:
+        box.open(GUESS).reset()  # never closed: the handle is garbage as soon as this line ends
+        with box.open(GUESS) as env:
+            env.reset()
+        deadline = time.monotonic() + 3
+        while box.live_instances() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert box.live_instances() == 0
+        assert box.instance_pids() == []

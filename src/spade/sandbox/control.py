@@ -73,7 +73,7 @@ class Zygote:
             "control_fd": theirs.fileno(),
             "limits": dataclasses.asdict(self.limits),
             "bubblewrap": bool(prefix),
-            "sys_path": [p for p in sys.path if p],
+            "sys_path": [os.path.abspath(p) for p in sys.path if p],
         }
         cmd = [*prefix, sys.executable, "-s", "-c", _BOOT, json.dumps(config)]
         try:

@@ -14,6 +14,7 @@ import json
 import signal
 import socket
 import time
+import weakref
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, NoReturn, Self, TypeVar, cast, get_args
@@ -53,10 +54,20 @@ class EnvHandle:
     """One live environment instance in the sandbox (see :class:`spade.sandbox.api.EnvInstance`)."""
 
     def __init__(
-        self, sock: socket.socket, pid: int, limits: Limits, terminate: Terminate, release: Callable[[], None]
+        self,
+        sock: socket.socket,
+        pid: int,
+        limits: Limits,
+        *,
+        terminate: Terminate,
+        release: Callable[[], None],
+        abandon: Callable[[int], None],
     ) -> None:
         self._sock, self.pid, self.limits = sock, pid, limits
         self._terminate, self._release = terminate, release
+        # A handle dropped without close(): its socket closes with it (the child sees EOF and exits) and the
+        # sandbox is told to reap the pid and free the slot (``abandon`` must be safe to call from the GC).
+        self._finalizer = weakref.finalize(self, abandon, pid)
         self._buf = bytearray()
         self._ids = itertools.count(1)
         self._failure: SandboxError | None = None
@@ -267,6 +278,7 @@ class EnvHandle:
         if self._closed:
             return {"status": None, "killed": False}
         self._closed = True
+        self._finalizer.detach()
         self._sock.close()
         try:
             return self._terminate(self.pid, grace)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import queue
 import socket
 import threading
 from types import TracebackType
@@ -31,6 +32,7 @@ class Sandbox:
         self._slots = threading.BoundedSemaphore(self.limits.max_live_instances)
         self._serials = itertools.count()
         self._closed = False
+        self._abandoned: queue.SimpleQueue[int] = queue.SimpleQueue()  # reentrant: safe from finalizers
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def start(self) -> Self:
@@ -98,7 +100,20 @@ class Sandbox:
         await handle.aload(source, filename, max_turns)
         return handle
 
+    def _reap_abandoned(self) -> None:
+        """Free the slots of handles garbage-collected without close().
+
+        Their sockets closed with them, so their children saw EOF, exited and are reaped by the zygote.
+        """
+        while True:
+            try:
+                self._abandoned.get_nowait()
+            except queue.Empty:
+                return
+            self._slots.release()
+
     def _spawn(self, wait_s: float) -> EnvHandle:
+        self._reap_abandoned()
         if not self._slots.acquire(timeout=wait_s):
             raise SandboxError(
                 "timeout",
@@ -123,7 +138,9 @@ class Sandbox:
             raise
         finally:
             theirs.close()
-        return EnvHandle(ours, pid, self.limits, zygote.kill, release)
+        return EnvHandle(
+            ours, pid, self.limits, terminate=zygote.kill, release=release, abandon=self._abandoned.put
+        )
 
     def live_instances(self) -> int:
         """Instance processes the zygote has not reaped yet."""
