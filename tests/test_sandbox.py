@@ -286,3 +286,15 @@ def test_a_dropped_handle_frees_its_slot_and_its_process() -> None:
             time.sleep(0.02)
         assert box.live_instances() == 0
         assert box.instance_pids() == []
+
+
+def test_a_bubblewrap_that_cannot_start_falls_back_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bwrap, "find", lambda: "/bin/false")
+    monkeypatch.setattr(bwrap, "command", lambda exe, as_root: ["/bin/false"])
+    with Sandbox(Limits(bubblewrap="auto")) as box:
+        assert box.layers["bubblewrap"] is False
+        assert any("exit status 1" in note for note in box.notes)
+        with box.open(GUESS) as env:
+            env.reset()
+    with pytest.raises(SandboxError, match="bubblewrap='on'"):
+        Sandbox(Limits(bubblewrap="on")).start()
