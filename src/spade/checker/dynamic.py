@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from spade.checker.episodes import Episode
 from spade.checker.failures import first_failure
-from spade.checker.findings import Finding, FindingCode, finding
+from spade.checker.findings import Finding, FindingCode, Stage, finding
 from spade.config import CheckerConfig
 
 
@@ -63,11 +63,8 @@ def seed_findings(firsts: Sequence[Episode], solved: Sequence[Episode]) -> list[
     return [finding(FindingCode.SEED_IGNORED, "exploit", msg)]
 
 
-def step_findings(episodes: Sequence[Episode], cfg: CheckerConfig) -> list[Finding]:
-    """Failures of random play (crash, types, NaN, range), rewards outside the checker's range, empty text."""
-    failed = first_failure(list(episodes), "steps")
-    if failed:
-        return failed
+def reward_findings(episodes: Sequence[Episode], cfg: CheckerConfig, stage: Stage) -> list[Finding]:
+    """REWARD_RANGE for a reward outside the checker's range (the sandbox's hard range is wider)."""
     low, high = cfg.reward_min, cfg.reward_max
     for ep in episodes:
         for i, s in enumerate(ep.steps):
@@ -77,7 +74,15 @@ def step_findings(episodes: Sequence[Episode], cfg: CheckerConfig) -> list[Findi
                     f"returned reward {s.reward!r}, outside [{low}, {high}]. Fix: give 1.0 for a win, 0.0 "
                     "otherwise, and keep partial rewards inside the range."
                 )
-                return [finding(FindingCode.REWARD_RANGE, "steps", msg)]
+                return [finding(FindingCode.REWARD_RANGE, stage, msg)]
+    return []
+
+
+def step_findings(episodes: Sequence[Episode], cfg: CheckerConfig) -> list[Finding]:
+    """Failures of random play (crash, types, NaN, range), rewards outside the checker's range, empty text."""
+    failed = first_failure(list(episodes), "steps") or reward_findings(episodes, cfg, "steps")
+    if failed:
+        return failed
     empty = [(ep, i) for ep in episodes for i, s in enumerate(ep.steps) if not s.observation.strip()]
     if not empty:
         return []

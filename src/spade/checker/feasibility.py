@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spade.actions import last_boxed
+from spade.checker.dynamic import reward_findings
 from spade.checker.episodes import Episode, rate
 from spade.checker.failures import first_failure
 from spade.checker.findings import Finding, FindingCode, finding
@@ -102,6 +103,7 @@ def feasibility_findings(
 ) -> tuple[list[Finding], dict[str, float]]:
     """SOLUTION_FAILS / SOLUTION_PARTIAL for scripts, INFEASIBLE for hinted play, NO_SOLUTION when neither."""
     failed = first_failure([*solved, *hinted], "feasibility")
+    failed = failed or reward_findings([*solved, *hinted], cfg, "feasibility")
     if failed:
         return failed, {}
     played = [e for e in solved if e.steps]

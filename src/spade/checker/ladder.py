@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from spade.checker import dynamic, feasibility, probes, tooling
 from spade.checker.episodes import Episode, Job, Prober
-from spade.checker.failures import failure_finding
+from spade.checker.failures import failure_finding, first_failure
 from spade.checker.findings import CheckReport, Finding, FindingCode, Stage, finding
 from spade.checker.probes import Policy, RandomActions
 from spade.checker.static import StaticInfo, check_static, parse
@@ -224,6 +224,9 @@ def _exploit(run: _Run) -> list[Finding]:
     for ep in played:
         groups.setdefault(ep.policy.split()[0], []).append(ep)
     copied = groups.pop("copy-slot", [])
+    broken = first_failure(played, "exploit") or dynamic.reward_findings(played, cfg, "exploit")
+    if broken:
+        return broken
     found, stats = feasibility.exploit_findings(groups, cfg)
     run.stats.update(stats)
     if slot is not None and copied:
