@@ -49,6 +49,18 @@ class ModelConfig:
     request_timeout_s: float = 120.0
     max_concurrency: int = 16
     """Concurrent requests to a server backend; hf backend: most sequences generated in one batch."""
+    request_retries: int = 3
+    """openai backend: retries of a request that failed on the way (connection, timeout, 408/429/5xx)."""
+    served_model: str = ""
+    """openai backend: model name sent to the server (empty: the first it lists); `model` gives the tokenizer."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """openai backend: environment variable holding the API key (unset: a placeholder local servers accept)."""
+    server_token_ids: bool = True
+    """openai backend: ask for sampled token ids (vLLM's return_token_ids); off for servers that reject it."""
+    max_lora_rank: int = 0
+    """vllm backend: largest LoRA rank hot-loaded as an adapter; 0: no LoRA kernels, adapters merged on load."""
+    kv_cache_gib: float = 2.0
+    """vllm backend: KV-cache size in GiB (0: the engine sizes it from free accelerator memory)."""
     scripted_behaviour: str = "mixed"
     """Scripted backend only: what its designer emits ('valid', 'broken', 'hostile', 'mixed')."""
 

@@ -25,7 +25,7 @@ from spade.checker import CheckReport, check_env
 from spade.config import TrainConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.hints import HintRequest, hint_metrics, write_hints
-from spade.memory import EnvRecord, EnvStatus, Memory, seed_sources
+from spade.memory import EnvRecord, EnvStatus, Memory, StoredFinding, seed_sources
 from spade.prompts import DesignRequest
 from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
@@ -171,8 +171,8 @@ def _request(cfg: TrainConfig, c: Components, slot: D.Slot, rng: random.Random, 
 
 
 async def _check_all(cfg: TrainConfig, c: Components, designs: Sequence[D.Design], step: int) -> list[CheckReport | None]:
-    """Run the ladder on every extracted source, two at a time (one per core)."""
-    gate = asyncio.Semaphore(2)
+    """Run the ladder on every extracted source, a few at a time (each ladder waits on its sandbox children)."""
+    gate = asyncio.Semaphore(4)
 
     async def one(i: int, design: D.Design) -> CheckReport | None:
         if design.code is None:
@@ -191,11 +191,12 @@ def _archive(c: Components, design: D.Design, report: CheckReport | None, env_id
     assert report is not None  # noqa: S101 - _check_all checks every design with code
     source = EnvSource(design.code, design.skill, env_id, design.parent_id, design.doc_id, step)
     status = EnvStatus.VALID if report.ok else EnvStatus.REJECTED
-    added = c.memory.add(source, status=status, findings=report.findings)
+    findings = [StoredFinding(f.code.value, f.message) for f in report.findings]
+    added = c.memory.add(source, status=status, findings=findings)
     valid = added.status is EnvStatus.VALID and added.env_id == env_id
     c.run.save_source(env_id, design.code, rejected=not valid)
-    reason = "" if valid else (report.findings[0].code if not report.ok and report.findings else added.outcome.value)
-    return DesignOutcome(env_id, design.skill, design.mode, valid, env_id, None, str(reason))
+    reason = "" if valid else report.fatal[0].code.value if report.fatal else added.outcome.value
+    return DesignOutcome(env_id, design.skill, design.mode, valid, env_id, None, reason)
 
 
 async def _hint(cfg: TrainConfig, c: Components, outcomes: list[DesignOutcome], step: int) -> tuple[list[DesignOutcome], dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ import numpy as np
 
 from spade import rewards as R
 from spade.config import TrainConfig
-from spade.memory import Memory
+from spade.memory import EnvStatus, Memory
 from spade.phases import Components, DesignOutcome, design_phase, make_components
 from spade.rollout import episode_seeds, paired_jobs, run_jobs, status_counts
 from spade.rundir import RunDir
@@ -146,11 +147,15 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
 
 def _choose_current(cfg: TrainConfig, memory: Memory, designed: Sequence[DesignOutcome], step: int) -> list[str]:
     """The new valid environments; topped up from the archive (PLR replay) when there are too few."""
+    want = cfg.designer.envs_per_regen
     current = [d.env_id for d in designed if d.valid]
-    if len(current) < cfg.designer.envs_per_regen:
-        n = cfg.designer.envs_per_regen - len(current)
-        replay = memory.replay(n, step, seed=cfg.seed * 1_000_003 + step)
+    if len(current) < want:
+        replay = memory.replay(want - len(current), step, seed=cfg.seed * 1_000_003 + step)
         current += [r.env_id for r in replay if r.env_id not in current]
+    if len(current) < want:  # nothing played yet to replay: draw from every archived environment
+        rest = sorted(r.env_id for r in memory.records(status=EnvStatus.VALID) if r.env_id not in current)
+        random.Random(f"{cfg.seed}/{step}/fill").shuffle(rest)
+        current += rest[: want - len(current)]
     return current
 
 
@@ -164,7 +169,9 @@ async def _play(
         seeds = episode_seeds(cfg.seed, step, env_id, max(rc.plays_per_env, rc.hint_plays_per_env))
         code = c.memory.get(env_id).code
         jobs += paired_jobs(env_id, code, seeds, rc.plays_per_env, hints.get(env_id), rc.hint_plays_per_env)
-    return await run_jobs(c.runner, c.policy, jobs, cfg.play, max_concurrent=rc.max_concurrent_plays)
+    # More concurrent plays than live sandbox instances would only queue threads on instance slots.
+    limit = min(rc.max_concurrent_plays, cfg.sandbox.max_live_instances)
+    return await run_jobs(c.runner, c.policy, jobs, cfg.play, max_concurrent=limit)
 
 
 # -- rewards -----------------------------------------------------------------------------------------------

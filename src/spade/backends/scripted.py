@@ -127,16 +127,18 @@ ENV = Quiz{tag}Env
 BROKEN = {
     "syntax": "class Broken(TextEnv)\n    pass\n",
     "no_termination": QUIZ_TEMPLATE.replace("return self.end_turn(\"Wrong answer. Game over.\", 0.0, terminated=True)",
-                                            "return (\"Wrong, try again.\", 0.0, False, False, {{}})"),
+                                            "return (\"Wrong, try again.\", 0.0, False, False, {{}})")
+                                   .replace("return self.end_turn(\"Please answer with a whole number.\")",
+                                            "return (\"Please answer with a whole number.\", 0.0, False, False, {{}})"),
     "reward_range": QUIZ_TEMPLATE.replace("\"All correct. You win!\", 1.0", "\"All correct. You win!\", 7.5"),
     "no_env": "from spade.env import TextEnv\n\nclass Helper:\n    pass\n",
 }  # fmt: skip
 HOSTILE = {
-    "loop_at_import": "while True:\n    pass\n",
-    "exit_at_import": "import os\nos._exit(3)\n",
-    "memory_bomb": "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))\n",
-    "socket": "import socket\nsocket.create_connection(('127.0.0.1', 9))\n",
+    "socket_at_import": "import socket\nsocket.create_connection(('127.0.0.1', 9))\n",
+    "loop_at_import": QUIZ_TEMPLATE + "\nwhile True:\n    pass\n",
     "loop_in_step": QUIZ_TEMPLATE.replace("    def step(self, action):\n", "    def step(self, action):\n        while True:\n            pass\n"),
+    "memory_bomb_in_reset": QUIZ_TEMPLATE.replace("        self.index = 0\n", "        self.index = 0\n        self.blocks = [bytearray(1 << 28) for _ in range(64)]\n"),
+    "exit_in_reset": QUIZ_TEMPLATE.replace("        self.index = 0\n", "        self.index = 0\n        raise SystemExit(3)\n"),
 }  # fmt: skip
 
 
