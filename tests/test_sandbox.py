@@ -13,7 +13,8 @@ import pytest
 
 from spade import envs
 from spade.sandbox import LAYER_NAMES, EnvInstance, EnvRunner, Limits, Sandbox, SandboxError, bwrap
-from spade.sandbox.handle import explain_exit
+from spade.sandbox.replies import explain_exit, parse
+from spade.sandbox.validate import InvalidValueError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -298,3 +299,32 @@ def test_a_bubblewrap_that_cannot_start_falls_back_with_a_note(monkeypatch: pyte
             env.reset()
     with pytest.raises(SandboxError, match="bubblewrap='on'"):
         Sandbox(Limits(bubblewrap="on")).start()
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        (b'{"id": 1, "ok": true, "value": 1, "extra": 0}', "protocol"),
+        (b'{"id": 2, "ok": true, "value": 1}', "protocol"),
+        (b'{"id": true, "ok": true, "value": 1}', "protocol"),
+        (b'{"id": 1, "ok": true, "value": NaN}', "protocol"),
+        (b'{"id": 1, "ok": false, "kind": "bogus", "error": "x"}', "protocol"),
+        (b'{"id": 1, "ok": false, "kind": "crash", "error": "boom"}', "crash"),
+        (b"[" * 100_000, "protocol"),
+        (b"\xff\xfe", "protocol"),
+    ],
+)
+def test_replies_are_parsed_strictly(line: bytes, kind: str) -> None:
+    with pytest.raises(SandboxError) as caught:
+        parse(line, 1, "step")
+    assert caught.value.kind == kind
+
+
+def test_an_invalid_value_reply_keeps_its_field_and_problem() -> None:
+    line = (
+        b'{"id": 1, "ok": false, "kind": "invalid_value", "error": "x", "field": "reward", "problem": "nan"}'
+    )
+    with pytest.raises(InvalidValueError) as caught:
+        parse(line, 1, "step")
+    assert (caught.value.field, caught.value.problem, caught.value.op) == ("reward", "nan", "step")
+    assert parse(b'{"id": 1, "ok": true, "value": [1, {"a": null}]}', 1, "step") == [1, {"a": None}]

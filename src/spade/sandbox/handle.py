@@ -11,18 +11,17 @@ import asyncio
 import copy
 import itertools
 import json
-import signal
 import socket
 import time
 import weakref
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, NoReturn, Self, TypeVar, cast, get_args
+from typing import Any, NoReturn, Self, TypeVar
 
 from spade.env import StepResult
-from spade.sandbox import validate
+from spade.sandbox import replies, validate
 from spade.sandbox.api import EnvMeta
-from spade.sandbox.errors import ERROR_KINDS, ErrorKind, SandboxError
+from spade.sandbox.errors import ErrorKind, SandboxError
 from spade.sandbox.limits import Limits
 
 T = TypeVar("T")
@@ -31,23 +30,12 @@ Terminate = Callable[[int, float], dict[str, Any]]
 
 _READ = 1 << 16
 _EOF_GRACE_S = 0.5
-_CRASH_SIGNALS = {
-    signal.SIGSEGV: "a C stack overflow (deep recursion past sys.setrecursionlimit) or a native crash",
-    signal.SIGBUS: "a native crash",
-    signal.SIGABRT: "an abort in native code",
-    signal.SIGILL: "a native crash",
-    signal.SIGFPE: "a native arithmetic error",
-}
 
 
 class _Stop(Exception):  # noqa: N818 - internal signal between the read loop and its callers
     def __init__(self, kind: ErrorKind | None, message: str) -> None:
         super().__init__(message)
         self.kind = kind  # None: the instance hung up (EOF); its exit status decides the kind
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
 
 
 class EnvHandle:
@@ -167,13 +155,13 @@ class EnvHandle:
         """Load the source in the instance (done once by ``Sandbox.open``)."""
         args = {"source": source, "filename": filename, "max_turns": max_turns}
         value = self._call("load", args, self.limits.load_timeout_s)
-        self.meta = self._valid("load", lambda: _meta(value))
+        self.meta = self._valid("load", lambda: replies.meta(value))
 
     async def aload(self, source: str, filename: str, max_turns: int | None) -> None:
         """Async :meth:`load`."""
         args = {"source": source, "filename": filename, "max_turns": max_turns}
         value = await self._acall("load", args, self.limits.load_timeout_s)
-        self.meta = self._valid("load", lambda: _meta(value))
+        self.meta = self._valid("load", lambda: replies.meta(value))
 
     def _begin(self, op: str, args: dict[str, Any]) -> tuple[int, bytes]:
         if self._failure is not None:
@@ -250,22 +238,9 @@ class EnvHandle:
 
     def _decode(self, line: bytes, rid: int, op: str) -> Any:
         try:
-            reply = json.loads(line, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as exc:
-            self._fail("protocol", f"the instance sent a malformed reply: {str(exc)[:200]}", op)
-        if type(reply) is not dict or type(reply.get("id")) is not int or reply["id"] != rid:
-            self._fail("protocol", "the reply does not answer this request (wrong or missing id)", op)
-        if reply.get("ok") is True and len(reply) == 3 and "value" in reply:
-            return reply["value"]
-        kind, error = reply.get("kind"), reply.get("error")
-        if reply.get("ok") is False and len(reply) in (4, 6) and kind in ERROR_KINDS and type(error) is str:
-            field, problem = reply.get("field"), reply.get("problem")
-            if kind == "invalid_value" and field in _FIELDS and problem in _PROBLEMS:
-                detail = (cast(validate.ValueField, field), cast(validate.ValueProblem, problem))
-                self._fail_with(validate.InvalidValueError(*detail, error[:4000], op=op))
-            if len(reply) == 4:
-                self._fail_with(SandboxError(kind, error[:4000], op=op))
-        return self._fail("protocol", "the reply is not a well-formed result or error", op)
+            return replies.parse(line, rid, op)
+        except SandboxError as exc:
+            self._fail_with(exc)
 
     def _valid(self, op: str, check: Callable[[], T]) -> T:
         try:
@@ -307,7 +282,7 @@ class EnvHandle:
             return
         ended = self._end(grace=_EOF_GRACE_S)
         if self._failure is None:
-            kind, message = explain_exit(ended, op, self.limits)
+            kind, message = replies.explain_exit(ended, op, self.limits)
             self._failure = SandboxError(kind, message, op=op)
 
     def _stopped(self, exc: BaseException, op: str) -> NoReturn:
@@ -321,73 +296,11 @@ class EnvHandle:
         return copy.copy(failure)  # a fresh exception object per raise (tracebacks do not pile up)
 
 
-def explain_exit(ended: dict[str, Any], op: str, limits: Limits) -> tuple[ErrorKind, str]:
-    """Kind and message for an instance that hung up during ``op``, from what the zygote saw (Terminate)."""
-    status = ended.get("status")
-    if not status:
-        return "crash", f"the instance process ended during {op} and its exit status is unknown"
-    sig = status.get("signal")
-    if ended.get("killed"):
-        return "crash", (
-            f"the instance closed its connection during {op} but kept running (it was killed); environments "
-            "must not touch the sandbox's file descriptors"
-        )
-    if sig in (signal.SIGXCPU, signal.SIGKILL):
-        return "timeout", (
-            f"the instance used up its CPU time (Limits.cpu_seconds={limits.cpu_seconds}) or was killed by "
-            "the kernel; look for loops that never end"
-        )
-    if sig == signal.SIGSYS:
-        return (
-            "forbidden",
-            "the instance made a system call the sandbox does not allow (foreign architecture)",
-        )
-    if sig is not None:
-        name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
-        why = _CRASH_SIGNALS.get(sig, "a fatal signal")
-        return "crash", f"the instance process died on {name} during {op}: {why}"
-    code = status.get("exited")
-    if code == 90:
-        return "crash", "the instance process could not apply the sandbox layers (see Sandbox.layers)"
-    return "crash", (
-        f"the instance process exited with status {code} during {op}: environments must not call os._exit, "
-        "close the sandbox socket or exit the interpreter"
-    )
-
-
 def _timeout_message(op: str, timeout: float) -> str:
     return (
         f"{op} did not answer within {timeout:g} s (wall-clock limit); the environment probably loops "
         "forever or sleeps: make every loop end, or raise Limits.call_timeout_s / load_timeout_s"
     )
-
-
-_FIELDS = frozenset(get_args(validate.ValueField))
-_PROBLEMS = frozenset(get_args(validate.ValueProblem))
-_MAX_NAME = 200
-
-
-def _meta(value: Any) -> EnvMeta:
-    """The instance description sent after loading, validated field by field."""
-
-    def bad(message: str) -> validate.InvalidValueError:
-        return validate.InvalidValueError("result", "type", message, op="load")
-
-    if type(value) is not dict:
-        raise bad(f"the instance description must be a dict, got {type(value).__name__}")
-    name, skill = value.get("class_name"), value.get("skill")
-    turns, levels, tools = value.get("max_turns"), value.get("difficulty_levels"), value.get("is_tool_env")
-    if type(name) is not str or not 0 < len(name) <= _MAX_NAME:
-        raise bad("the environment class name must be a non-empty str")
-    if type(skill) is not str or len(skill) > _MAX_NAME:
-        raise bad("skill must be a str of at most 200 characters")
-    if type(turns) is not int or not 1 <= turns <= 1_000_000:
-        raise bad(f"max_turns must be an int in [1, 1000000], got {turns!r:.40}")
-    if type(levels) is not int or not 1 <= levels <= 1000:
-        raise bad(f"difficulty_levels must be an int in [1, 1000], got {levels!r:.40}")
-    if type(tools) is not bool:
-        raise bad("is_tool_env must be a bool")
-    return EnvMeta(class_name=name, max_turns=turns, is_tool_env=tools, skill=skill, difficulty_levels=levels)
 
 
 def _reset_args(seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
