@@ -81,7 +81,10 @@ class ChatTemplate(Protocol):
 class Policy(Protocol):
     """A model that samples continuations of token prompts (token in, token out)."""
 
-    template: ChatTemplate
+    @property
+    def template(self) -> ChatTemplate:
+        """The chat template prompts are rendered with."""
+        ...
 
     async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         """Sample one completion per prompt; a failed request yields ``finish_reason="error"``, not a raise."""
