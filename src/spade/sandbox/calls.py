@@ -70,6 +70,8 @@ class Session:
             return _error(rid, exc.kind, str(exc), exc.detail)
         except (TypeError, ValueError, RecursionError) as exc:
             return _error(rid, "invalid_value", f"the result cannot be sent as JSON: {exc}")
+        except MemoryError:
+            return _error(rid, "memory", "the result is too large to encode within the address-space limit")
         if len(data) >= self.limits.max_reply_bytes:
             return _error(rid, "invalid_value", f"the result is {len(data)} bytes, over max_reply_bytes")
         return data + b"\n"
