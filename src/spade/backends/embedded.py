@@ -181,3 +181,35 @@ def _write_converted(gguf: Path, digest: str, out: Path) -> None:
         "has_chat_template": bool(getattr(tokenizer, "chat_template", None)),
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+
+
+def write_tiny_model(out: Path, *, seed: int = 0, layers: int = 2, hidden: int = 64) -> Path:
+    """A randomly initialised tiny Llama with the embedded model's tokenizer and chat template, for tests.
+
+    Generates nonsense but exercises every code path of the backends in milliseconds per token.
+    """
+    import torch  # noqa: PLC0415 -- heavy import, tests and benches only
+    import transformers  # noqa: PLC0415
+
+    source = resolve_model(EMBEDDED_NAME)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = transformers.LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
