@@ -43,7 +43,7 @@ SCRIPTED_FLAGS = [
     "--reward.variant", "regret",
     "--checker.probe-episodes", "2",
     "--checker.exploit-episodes", "3",
-    "--corpus.enabled", "False",
+    "--corpus.no-enabled",
     "--sandbox.call-timeout-s", "1.0",
     "--sandbox.load-timeout-s", "2.0",
 ]  # fmt: skip
@@ -126,14 +126,16 @@ def _spawn(tmp_path: Path, resume: bool) -> subprocess.Popen[bytes]:
 
 def test_sigkill_at_random_points_then_resume_matches_uninterrupted(tmp_path: Path) -> None:
     reference = [*SCRIPTED_FLAGS, "--name", "reference", "--runs-dir", str(tmp_path)]
+    started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "spade.cli", "train", *reference], capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
+    duration = time.perf_counter() - started
     rng = random.Random(7)
     kills, resume = 0, False
-    for _ in range(12):
+    for _ in range(4):  # kill at random points; each run resumes the previous one
         proc = _spawn(tmp_path, resume)
         try:
-            proc.wait(timeout=rng.uniform(1.0, 6.0))
+            proc.wait(timeout=rng.uniform(0.5, duration))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -141,9 +143,9 @@ def test_sigkill_at_random_points_then_resume_matches_uninterrupted(tmp_path: Pa
         resume = (tmp_path / "killed" / "config.json").exists()
         if proc.returncode == 0:
             break
-        time.sleep(0.1)
-    else:
-        pytest.fail("the killed run never finished")
+    if proc.returncode != 0:  # then let the last resume finish
+        proc = _spawn(tmp_path, resume)
+        assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
     assert kills >= 1
     ref, got = RunDir(tmp_path / "reference"), RunDir(tmp_path / "killed")
     assert _stable(got.read_metrics()) == _stable(ref.read_metrics())

@@ -256,13 +256,17 @@ class TrainConfig:
     """A SPADE training run."""
 
     name: str = "spade"
+    """Run name: the run directory is <runs-dir>/<name>."""
     runs_dir: Path = Path("runs")
+    """Parent folder of run directories."""
     steps: int = 400
+    """Training steps (one update each); a checkpoint is written after every step."""
     seed: int = 0
+    """Seed of every random choice in the run (designs, seeds of episodes, corpus order, probes)."""
     mode: Literal["selfplay", "fixed_pool"] = "selfplay"
+    """'selfplay': designer and agent (SPADE); 'fixed_pool': agent only, on a fixed pool (the baseline)."""
     pool: str = ""
     """fixed_pool mode: an official-format pool folder, or empty for the seed library."""
-    checkpoint_every: int = 1
     model: ModelConfig = field(default_factory=ModelConfig)
     play: PlayConfig = field(default_factory=PlayConfig)
     sandbox: Limits = field(default_factory=Limits)
