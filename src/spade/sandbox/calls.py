@@ -22,7 +22,7 @@ from spade.sandbox.limits import Limits
 _MAX_MESSAGE = 2000
 
 
-class _Failure(Exception):  # noqa: N818 - a private verdict carrier, never seen outside this module
+class _CallError(Exception):
     def __init__(self, kind: ErrorKind, message: str, detail: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
@@ -59,14 +59,14 @@ class Session:
         op = self._ops.get(request.get("op", ""))
         try:
             if op is None:
-                raise _Failure("protocol", f"unknown request {request.get('op')!r}")
+                raise _CallError("protocol", f"unknown request {request.get('op')!r}")
             value = op(request.get("args") or {})
             found = guard.take()
             if found:
-                raise _Failure("forbidden", _forbidden_message(found))
+                raise _CallError("forbidden", _forbidden_message(found))
             reply: dict[str, Any] = {"id": rid, "ok": True, "value": value}
             data = json.dumps(reply, allow_nan=False).encode()
-        except _Failure as exc:
+        except _CallError as exc:
             return _error(rid, exc.kind, str(exc), exc.detail)
         except (TypeError, ValueError, RecursionError) as exc:
             return _error(rid, "invalid_value", f"the result cannot be sent as JSON: {exc}")
@@ -93,7 +93,7 @@ class Session:
 
     def _instance(self) -> TextEnv:
         if self.env is None:
-            raise _Failure("protocol", "no environment loaded")
+            raise _CallError("protocol", "no environment loaded")
         return self.env
 
     def _reset(self, args: dict[str, Any]) -> Any:
@@ -142,25 +142,27 @@ class Session:
             return call()
         except validate.InvalidValueError as exc:
             detail: dict[str, str] = {"field": exc.field, "problem": exc.problem}
-            raise _Failure("invalid_value", exc.message, detail) from None
+            raise _CallError("invalid_value", exc.message, detail) from None
 
-    def _classify(self, op: str, exc: BaseException) -> _Failure:
+    def _classify(self, op: str, exc: BaseException) -> _CallError:
         found = guard.take()
         where = self._where(exc)
         if found:
-            return _Failure("forbidden", _forbidden_message(found))
+            return _CallError("forbidden", _forbidden_message(found))
         if isinstance(exc, MemoryError):
-            return _Failure("memory", f"{op} ran out of memory (the address-space limit){where}")
+            return _CallError("memory", f"{op} ran out of memory (the address-space limit){where}")
         if isinstance(exc, OSError) and exc.errno == errno.EPERM:
-            return _Failure("forbidden", f"{op} attempted an operation the sandbox denies: {exc}{where}")
+            return _CallError("forbidden", f"{op} attempted an operation the sandbox denies: {exc}{where}")
         if isinstance(exc, SystemExit):
-            return _Failure("crash", f"{op} called sys.exit({exc.code!r}){where}; environments must not exit")
+            return _CallError(
+                "crash", f"{op} called sys.exit({exc.code!r}){where}; environments must not exit"
+            )
         described = f"{type(exc).__name__}: {_short(str(exc))}"
         if op == "load" and not isinstance(exc, RecursionError):
             if isinstance(exc, EnvLoadError):
-                return _Failure("load_error", str(exc))
-            return _Failure("load_error", f"building the environment raised {described}{where}")
-        return _Failure("crash", f"{op} raised {described}{where}")
+                return _CallError("load_error", str(exc))
+            return _CallError("load_error", f"building the environment raised {described}{where}")
+        return _CallError("crash", f"{op} raised {described}{where}")
 
     def _where(self, exc: BaseException) -> str:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == self.filename]

@@ -32,7 +32,7 @@ _READ = 1 << 16
 _EOF_GRACE_S = 0.5
 
 
-class _Stop(Exception):  # noqa: N818 - internal signal between the read loop and its callers
+class _StopError(Exception):
     def __init__(self, kind: ErrorKind | None, message: str) -> None:
         super().__init__(message)
         self.kind = kind  # None: the instance hung up (EOF); its exit status decides the kind
@@ -189,7 +189,7 @@ class EnvHandle:
                 self._feed(self._sock.recv(_READ))
         except TimeoutError:
             self._fail("timeout", _timeout_message(op, timeout), op)
-        except (_Stop, OSError) as exc:
+        except (_StopError, OSError) as exc:
             self._stopped(exc, op)
         finally:
             self._busy = False
@@ -209,7 +209,7 @@ class EnvHandle:
         except TimeoutError:
             await asyncio.to_thread(self._fail_quietly, "timeout", _timeout_message(op, timeout), op)
             raise self._failure_error() from None
-        except (_Stop, OSError) as exc:
+        except (_StopError, OSError) as exc:
             await asyncio.to_thread(self._stopped_quietly, exc, op)
             raise self._failure_error() from None
         except asyncio.CancelledError:
@@ -221,17 +221,19 @@ class EnvHandle:
 
     def _feed(self, chunk: bytes) -> None:
         if not chunk:
-            raise _Stop(None, "EOF")
+            raise _StopError(None, "EOF")
         self._buf += chunk
         if len(self._buf) > self.limits.max_reply_bytes:
-            raise _Stop("protocol", f"the reply exceeds max_reply_bytes ({self.limits.max_reply_bytes})")
+            raise _StopError("protocol", f"the reply exceeds max_reply_bytes ({self.limits.max_reply_bytes})")
 
     def _take_line(self) -> bytes | None:
         end = self._buf.find(b"\n")
         if end < 0:
             return None
         if end != len(self._buf) - 1:
-            raise _Stop("protocol", "the instance sent data beyond its reply (forged or unsolicited output)")
+            raise _StopError(
+                "protocol", "the instance sent data beyond its reply (forged or unsolicited output)"
+            )
         line = bytes(self._buf[:end])
         self._buf.clear()
         return line
@@ -277,7 +279,7 @@ class EnvHandle:
         raise self._failure_error()
 
     def _stopped_quietly(self, exc: BaseException, op: str) -> None:
-        if isinstance(exc, _Stop) and exc.kind is not None:
+        if isinstance(exc, _StopError) and exc.kind is not None:
             self._fail_quietly(exc.kind, str(exc), op)
             return
         ended = self._end(grace=_EOF_GRACE_S)

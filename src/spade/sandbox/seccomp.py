@@ -57,7 +57,7 @@ DENIED: tuple[str, ...] = (
 _WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
 
 
-class SeccompUnavailable(Exception):  # noqa: N818 - names the condition the caller falls back on
+class SeccompUnavailableError(Exception):
     """libseccomp (or the pyseccomp binding) is missing or refused the filter."""
 
 
@@ -66,7 +66,7 @@ def build_program() -> bytes:
     try:
         import pyseccomp as sc  # noqa: PLC0415 - optional at run time: absent means no seccomp layer
     except (ImportError, OSError, RuntimeError) as exc:
-        raise SeccompUnavailable(f"pyseccomp/libseccomp not usable: {exc}") from None
+        raise SeccompUnavailableError(f"pyseccomp/libseccomp not usable: {exc}") from None
     try:
         filt = sc.SyscallFilter(sc.ALLOW)
         if sc.system_arch() == sc.Arch.X86_64:
@@ -81,7 +81,7 @@ def build_program() -> bytes:
             _add(sc, filt, deny, "ioctl", sc.Arg(1, sc.EQ, request))
         return _export(filt)
     except OSError as exc:
-        raise SeccompUnavailable(f"libseccomp refused the filter: {exc}") from None
+        raise SeccompUnavailableError(f"libseccomp refused the filter: {exc}") from None
 
 
 def _add(sc: Any, filt: Any, action: int, name: str, *args: Any) -> None:
@@ -106,7 +106,7 @@ def _export(filt: Any) -> bytes:
         os.close(read_fd)
     program = b"".join(chunks)
     if not program or len(program) % 8:
-        raise SeccompUnavailable(f"libseccomp exported a malformed BPF program ({len(program)} bytes)")
+        raise SeccompUnavailableError(f"libseccomp exported a malformed BPF program ({len(program)} bytes)")
     return program
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from spade.sandbox import child
 from spade.sandbox.limits import Limits
-from spade.sandbox.seccomp import Installer, SeccompUnavailable, build_program
+from spade.sandbox.seccomp import Installer, SeccompUnavailableError, build_program
 
 PRELOAD: tuple[str, ...] = (
     "abc", "array", "ast", "base64", "binascii", "bisect", "calendar", "cmath", "collections",
@@ -138,7 +138,7 @@ def decide(limits: Limits) -> tuple[child.ChildPlan, dict[str, bool]]:
     if limits.seccomp != "off":
         try:
             installer = Installer(build_program())
-        except SeccompUnavailable:
+        except SeccompUnavailableError:
             if limits.seccomp == "on":
                 raise
     drop = limits.drop_uid and os.geteuid() == 0 and _full_uid_map()
@@ -151,7 +151,7 @@ def decide(limits: Limits) -> tuple[child.ChildPlan, dict[str, bool]]:
         plan = child.ChildPlan(limits=limits, seccomp=plan.seccomp, drop_uid=False, devnull=devnull)
         problem = _probe(plan)
     if problem:
-        raise SeccompUnavailable(f"an instance process could not be hardened: {problem}")
+        raise SeccompUnavailableError(f"an instance process could not be hardened: {problem}")
     layers = {
         "seccomp": plan.seccomp is not None,
         "uid_drop": plan.drop_uid,
@@ -260,7 +260,7 @@ def main() -> None:
         if not config.get("bubblewrap"):
             _unshare_network()
         plan, layers = decide(limits)
-    except (SeccompUnavailable, OSError, ValueError, TypeError) as exc:
+    except (SeccompUnavailableError, OSError, ValueError, TypeError) as exc:
         control.send(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
         return
     gc.collect()
