@@ -17,7 +17,16 @@ from spade.backends.template import TokenStream, TurnTemplate
 from spade.config import PlayConfig
 from spade.rewards import episode_return, is_success, with_format_reward
 from spade.sandbox import EnvInstance, SandboxError
-from spade.types import Completion, Message, PlayStatus, Policy, SamplingParams, ToolCall, Trajectory, Transition
+from spade.types import (
+    Completion,
+    Message,
+    PlayStatus,
+    Policy,
+    SamplingParams,
+    ToolCall,
+    Trajectory,
+    Transition,
+)
 
 GAME_SYSTEM = (
     "You are playing a text game. Each turn, read the observation, think briefly, and give your action "
@@ -89,7 +98,7 @@ async def play_episode(
             play.status = PlayStatus.LENGTH
             break
         try:
-            done = await _take_turn(env, play, obs, completion, cfg, is_tool_env)
+            done = await _take_turn(env, play, obs, completion, cfg, is_tool_env=is_tool_env)
         except SandboxError as exc:
             play.status, play.error = PlayStatus.ENV_ERROR, f"{exc.kind}: {exc}"
             break
@@ -101,7 +110,7 @@ async def play_episode(
 
 
 async def _take_turn(
-    env: EnvInstance, play: _Play, obs: str, completion: Completion, cfg: PlayConfig, is_tool_env: bool
+    env: EnvInstance, play: _Play, obs: str, completion: Completion, cfg: PlayConfig, *, is_tool_env: bool
 ) -> bool:
     """Apply one reply to the environment; returns whether the episode is over."""
     reply = completion.text

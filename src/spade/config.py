@@ -97,6 +97,10 @@ class CheckerConfig:
     exploit_episodes: int = 8
     exploit_max_success: float = 0.2
     """Degenerate policies may win at most this fraction of episodes."""
+    exploit_min_wins: int = 2
+    """A probe policy is only an exploit after at least this many wins (one win can be luck)."""
+    exploit_confirm_episodes: int = 3
+    """Extra episodes replaying a probe policy that won once, to tell an exploit from luck."""
     max_source_chars: int = 60_000
     llm_review: bool = False
     reward_min: float = -1.0
@@ -302,7 +306,9 @@ def validate(cfg: TrainConfig) -> None:
     _require(t.lr > 0, "trainer.lr must be > 0")
     _require(r.delay >= 0, "reward.delay must be >= 0")
     m = cfg.memory
-    _require(0.0 <= m.band_low <= m.band_high <= 1.0, "memory.band_low <= memory.band_high must lie in [0, 1]")
+    _require(
+        0.0 <= m.band_low <= m.band_high <= 1.0, "memory.band_low <= memory.band_high must lie in [0, 1]"
+    )
     _require(m.capacity >= 1, "memory.capacity must be >= 1")
     _require(
         m.replay_temperature > 0 and 0.0 <= m.replay_staleness <= 1.0,
@@ -332,7 +338,8 @@ def validate(cfg: TrainConfig) -> None:
         "model.backend='openai' needs model.base_url (e.g. --model.base-url http://127.0.0.1:8000/v1)",
     )
     _require(
-        cfg.play.turn_tokens <= cfg.play.context_tokens, "play.turn_tokens must not exceed play.context_tokens"
+        cfg.play.turn_tokens <= cfg.play.context_tokens,
+        "play.turn_tokens must not exceed play.context_tokens",
     )
 
 

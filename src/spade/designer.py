@@ -97,9 +97,9 @@ class Design:
     code: str | None
     status: ExtractStatus
     detail: str
-    tokens_T: tuple[int, ...] = ()  # noqa: N815 - shape suffix (CONVENTIONS.md)
-    mask_T: tuple[int, ...] = ()  # noqa: N815 - shape suffix (CONVENTIONS.md)
-    sample_logprobs_T: tuple[float, ...] = ()  # noqa: N815 - shape suffix (CONVENTIONS.md)
+    tokens_T: tuple[int, ...] = ()
+    mask_T: tuple[int, ...] = ()
+    sample_logprobs_T: tuple[float, ...] = ()
 
     @property
     def trainable(self) -> bool:

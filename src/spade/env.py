@@ -48,7 +48,9 @@ class TextEnv:
         self._np_random: Any = None
 
     # -- Gymnasium-style API ------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """Start a new episode; the same ``seed`` (and options) gives the same instance."""
         self._seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
         self.rng = random.Random(self._seed)
@@ -87,7 +89,11 @@ class TextEnv:
         return self._np_random
 
     def end_turn(
-        self, observation: str, reward: float = 0.0, terminated: bool = False, info: dict[str, Any] | None = None
+        self,
+        observation: str,
+        reward: float = 0.0,
+        terminated: bool = False,
+        info: dict[str, Any] | None = None,
     ) -> StepResult:
         """Count one turn and build the step result, truncating when the turn budget runs out."""
         self.turn += 1
@@ -167,7 +173,7 @@ class ToolEnv(TextEnv):
             outputs = [self._text_tool_call(raw) for raw in calls]
             return self.end_turn("\n".join(outputs))
         return self.end_turn(
-            "No tool call or answer found. Call a tool as <tool_call>{\"name\": ..., \"arguments\": {...}}"
+            'No tool call or answer found. Call a tool as <tool_call>{"name": ..., "arguments": {...}}'
             "</tool_call> or finish with <answer>...</answer>."
         )
 

@@ -174,9 +174,9 @@ class Hint:
     reason: HintReason
     messages: tuple[Message, ...]
     completion: str
-    tokens_T: tuple[int, ...] = ()  # noqa: N815 - shape suffix (CONVENTIONS.md)
-    mask_T: tuple[int, ...] = ()  # noqa: N815 - shape suffix (CONVENTIONS.md)
-    sample_logprobs_T: tuple[float, ...] = ()  # noqa: N815 - shape suffix (CONVENTIONS.md)
+    tokens_T: tuple[int, ...] = ()
+    mask_T: tuple[int, ...] = ()
+    sample_logprobs_T: tuple[float, ...] = ()
 
 
 async def write_hints(

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spade import designer as D
-from spade import envs
+from spade import designer
 from spade.backends.batching import BatchingPolicy
 from spade.checker import CheckReport, check_env
 from spade.config import TrainConfig
@@ -84,7 +83,9 @@ class Components:
         if not path.exists():
             return None
         data = json.loads(path.read_text())
-        return TrainSample(tuple(data["tokens"]), tuple(data["mask"]), tuple(data["logprobs"]), 0.0, "designer")
+        return TrainSample(
+            tuple(data["tokens"]), tuple(data["mask"]), tuple(data["logprobs"]), 0.0, "designer"
+        )
 
 
 class _NoCorpus:
@@ -126,16 +127,18 @@ def _pool(cfg: TrainConfig) -> list[EnvSource]:
 # -- design phase ------------------------------------------------------------------------------------------
 
 
-async def design_phase(cfg: TrainConfig, c: Components, step: int) -> tuple[list[DesignOutcome], dict[str, Any]]:
+async def design_phase(
+    cfg: TrainConfig, c: Components, step: int
+) -> tuple[list[DesignOutcome], dict[str, Any]]:
     """Design, check, archive and hint one regeneration of environments."""
     d = cfg.designer
     rng = random.Random(f"{cfg.seed}/{step}/design")
     skills = list(d.skills) or list(skills_for(d.setting))
-    slots = D.plan_slots(skills, d.skills_per_regen, step // d.regen_interval, d.envs_per_regen,
+    slots = designer.plan_slots(skills, d.skills_per_regen, step // d.regen_interval, d.envs_per_regen,
                          edit_fraction=d.edit_fraction, rng=rng)  # fmt: skip
     requests = [_request(cfg, c, slot, rng, step) for slot in slots]
     params = SamplingParams(temperature=d.temperature, max_tokens=d.max_tokens)
-    designs = await D.design(c.policy, requests, params, doc_tokens=d.doc_tokens)
+    designs = await designer.design(c.policy, requests, params, doc_tokens=d.doc_tokens)
     t0 = time.perf_counter()
     reports = await _check_all(cfg, c, designs, step)
     check_s = time.perf_counter() - t0
@@ -149,7 +152,9 @@ async def design_phase(cfg: TrainConfig, c: Components, step: int) -> tuple[list
     return outcomes, metrics
 
 
-def _request(cfg: TrainConfig, c: Components, slot: D.Slot, rng: random.Random, step: int) -> DesignRequest:
+def _request(
+    cfg: TrainConfig, c: Components, slot: designer.Slot, rng: random.Random, step: int
+) -> DesignRequest:
     d = cfg.designer
     seed = rng.randrange(2**31)
     examples = c.memory.examples(slot.skill, d.memory_examples, seed=seed)
@@ -162,33 +167,41 @@ def _request(cfg: TrainConfig, c: Components, slot: D.Slot, rng: random.Random, 
     return DesignRequest(
         skill=slot.skill,
         mode=mode,
-        worked_example=D.pick_worked_example(d.setting, slot.skill, rng),
+        worked_example=designer.pick_worked_example(d.setting, slot.skill, rng),
         document=c.sampler.sample() if c.sampler is not None else None,
-        examples=tuple(D.exemplar(e) for e in examples if parent is None or e.env_id != parent.env_id),
-        negatives=tuple(D.negative(n) for n in negatives),
-        parent=D.exemplar(parent) if parent is not None else None,
+        examples=tuple(designer.exemplar(e) for e in examples if parent is None or e.env_id != parent.env_id),
+        negatives=tuple(designer.negative(n) for n in negatives),
+        parent=designer.exemplar(parent) if parent is not None else None,
     )
 
 
-async def _check_all(cfg: TrainConfig, c: Components, designs: Sequence[D.Design], step: int) -> list[CheckReport | None]:
+async def _check_all(
+    cfg: TrainConfig, c: Components, designs: Sequence[designer.Design], step: int
+) -> list[CheckReport | None]:
     """Run the ladder on every extracted source, a few at a time (each ladder waits on its sandbox children)."""
     gate = asyncio.Semaphore(4)
 
-    async def one(i: int, design: D.Design) -> CheckReport | None:
+    async def one(i: int, design: designer.Design) -> CheckReport | None:
         if design.code is None:
             return None
         async with gate:
-            return await asyncio.to_thread(check_env, design.code, c.runner, cfg.checker, seed=cfg.seed * 7919 + step * 101 + i)
+            return await asyncio.to_thread(
+                check_env, design.code, c.runner, cfg.checker, seed=cfg.seed * 7919 + step * 101 + i
+            )
 
     return list(await asyncio.gather(*(one(i, x) for i, x in enumerate(designs))))
 
 
-def _archive(c: Components, design: D.Design, report: CheckReport | None, env_id: str, step: int) -> DesignOutcome:
+def _archive(
+    c: Components, design: designer.Design, report: CheckReport | None, env_id: str, step: int
+) -> DesignOutcome:
     if design.trainable:
         c.save_design_sample(env_id, design.train_sample(0.0))
     if design.code is None:
-        return DesignOutcome(env_id, design.skill, design.mode, False, env_id, None, f"extract_{design.status}")
-    assert report is not None  # noqa: S101 - _check_all checks every design with code
+        return DesignOutcome(
+            env_id, design.skill, design.mode, False, env_id, None, f"extract_{design.status}"
+        )
+    assert report is not None
     source = EnvSource(design.code, design.skill, env_id, design.parent_id, design.doc_id, step)
     status = EnvStatus.VALID if report.ok else EnvStatus.REJECTED
     findings = [StoredFinding(f.code.value, f.message) for f in report.findings]
@@ -199,7 +212,9 @@ def _archive(c: Components, design: D.Design, report: CheckReport | None, env_id
     return DesignOutcome(env_id, design.skill, design.mode, valid, env_id, None, reason)
 
 
-async def _hint(cfg: TrainConfig, c: Components, outcomes: list[DesignOutcome], step: int) -> tuple[list[DesignOutcome], dict[str, Any]]:
+async def _hint(
+    cfg: TrainConfig, c: Components, outcomes: list[DesignOutcome], step: int
+) -> tuple[list[DesignOutcome], dict[str, Any]]:
     """Write hints for accepted environments (first observation and solution come from the sandbox)."""
     requests = []
     for o in outcomes:
@@ -213,7 +228,10 @@ async def _hint(cfg: TrainConfig, c: Components, outcomes: list[DesignOutcome], 
     for env_id, hint in by_env.items():
         if hint:
             c.memory.set_hint(env_id, hint)
-    updated = [DesignOutcome(o.env_id, o.skill, o.mode, o.valid, o.sample_ref, by_env.get(o.env_id), o.reason) for o in outcomes]
+    updated = [
+        DesignOutcome(o.env_id, o.skill, o.mode, o.valid, o.sample_ref, by_env.get(o.env_id), o.reason)
+        for o in outcomes
+    ]
     return updated, hint_metrics(hints)
 
 
@@ -239,9 +257,9 @@ async def _hint_request(cfg: TrainConfig, c: Components, record: EnvRecord, step
     return HintRequest(record.env_id, record.code, obs, cfg.designer.setting, actions)
 
 
-def _design_metrics(designs: Sequence[D.Design], outcomes: Sequence[DesignOutcome]) -> dict[str, Any]:
+def _design_metrics(designs: Sequence[designer.Design], outcomes: Sequence[DesignOutcome]) -> dict[str, Any]:
     n = max(len(outcomes), 1)
-    metrics: dict[str, Any] = dict(D.design_metrics(designs))
+    metrics: dict[str, Any] = dict(designer.design_metrics(designs))
     metrics["designer/envs"] = float(len(outcomes))
     metrics["designer/valid_rate"] = sum(o.valid for o in outcomes) / n
     for mode in ("generate", "edit"):

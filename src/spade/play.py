@@ -26,7 +26,9 @@ HELP = """Commands:
 class Playable(Protocol):
     """What a terminal session needs from an environment (a sandbox handle or an in-process env)."""
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """Start an episode."""
         ...
 
@@ -137,28 +139,32 @@ def _parse_command(env: Playable, line: str, out: TextIO) -> str | None:
     rest = rest.strip()
     if command == "/quit":
         return "/quit"
-    if command == "/help":
-        out.write(HELP + "\n")
-        return None
-    if command == "/tools":
-        names = [t["function"]["name"] for t in env.tools()]
-        out.write(("Tools: " + ", ".join(names) if names else "This environment has no tools.") + "\n")
-        return None
     if command == "/answer" and rest:
         return answer_action(rest)
     if command == "/call" and rest:
-        name, _, raw_args = rest.partition(" ")
-        try:
-            args = json.loads(raw_args) if raw_args.strip() else {}
-        except json.JSONDecodeError as exc:
-            out.write(f"Arguments must be a JSON object: {exc.msg}. Example: /call lookup {{\"id\": 3}}\n")
-            return None
-        if not isinstance(args, dict):
-            out.write("Arguments must be a JSON object, e.g. {\"id\": 3}.\n")
-            return None
-        return tool_call_action(name, **args)
-    out.write(f"Unknown or incomplete command {line!r}; type /help.\n")
+        return _tool_call(rest, out)
+    if command == "/help":
+        out.write(HELP + "\n")
+    elif command == "/tools":
+        names = [t["function"]["name"] for t in env.tools()]
+        out.write(("Tools: " + ", ".join(names) if names else "This environment has no tools.") + "\n")
+    else:
+        out.write(f"Unknown or incomplete command {line!r}; type /help.\n")
     return None
+
+
+def _tool_call(rest: str, out: TextIO) -> str | None:
+    """``NAME {json}`` as a tool-call action, or None after printing what is wrong."""
+    name, _, raw_args = rest.partition(" ")
+    try:
+        args = json.loads(raw_args) if raw_args.strip() else {}
+    except json.JSONDecodeError as exc:
+        out.write(f'Arguments must be a JSON object: {exc.msg}. Example: /call lookup {{"id": 3}}\n')
+        return None
+    if not isinstance(args, dict):
+        out.write('Arguments must be a JSON object, e.g. {"id": 3}.\n')
+        return None
+    return tool_call_action(name, **args)
 
 
 class _TrustedEnv:
@@ -167,7 +173,9 @@ class _TrustedEnv:
     def __init__(self, env: TextEnv) -> None:
         self.env = env
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
         return self.env.reset(seed=seed, options=options)
 
     def step(self, action: str) -> StepResult:
@@ -191,5 +199,7 @@ def open_playable(env_or_file: str, max_turns: int | None = None) -> Iterator[Pl
         return
     path = Path(env_or_file)
     if not path.is_file():
-        raise FileNotFoundError(f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)")
+        raise FileNotFoundError(
+            f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)"
+        )
     yield _TrustedEnv(load_env_factory(path.read_text(), str(path), max_turns=max_turns)())

@@ -40,7 +40,7 @@ def episode_seeds(run_seed: int, step: int, env_id: str, n: int) -> list[int]:
 
 
 def paired_jobs(
-    env_id: str, source: str, seeds: Sequence[int], plays: int, hint: str | None, hint_plays: int
+    env_id: str, source: str, seeds: Sequence[int], plays: int, *, hint: str | None, hint_plays: int
 ) -> list[PlayJob]:
     """Unhinted plays on ``seeds[:plays]`` and, with a hint, hinted plays on ``seeds[:hint_plays]``."""
     jobs = [PlayJob(env_id, source, s) for s in seeds[:plays]]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from spade import rewards as R
+from spade import rewards as rw
 from spade.config import TrainConfig
 from spade.memory import EnvStatus, Memory
 from spade.phases import Components, DesignOutcome, design_phase, make_components
@@ -109,7 +109,8 @@ def _checkpoint(run: RunDir, c: Components, state: LoopState) -> None:
 
 async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: Progress) -> dict[str, Any]:
     """One training step; returns its metrics row."""
-    step, row = state.step, {"step": state.step}
+    step = state.step
+    row: dict[str, Any] = {"step": step}
     regen = step % cfg.designer.regen_interval == 0 or not state.current
     designed: list[DesignOutcome] = []
     if regen:
@@ -145,7 +146,9 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     return row
 
 
-def _choose_current(cfg: TrainConfig, memory: Memory, designed: Sequence[DesignOutcome], step: int) -> list[str]:
+def _choose_current(
+    cfg: TrainConfig, memory: Memory, designed: Sequence[DesignOutcome], step: int
+) -> list[str]:
     """The new valid environments; topped up from the archive (PLR replay) when there are too few."""
     want = cfg.designer.envs_per_regen
     current = [d.env_id for d in designed if d.valid]
@@ -168,7 +171,9 @@ async def _play(
     for env_id in current:
         seeds = episode_seeds(cfg.seed, step, env_id, max(rc.plays_per_env, rc.hint_plays_per_env))
         code = c.memory.get(env_id).code
-        jobs += paired_jobs(env_id, code, seeds, rc.plays_per_env, hints.get(env_id), rc.hint_plays_per_env)
+        jobs += paired_jobs(
+            env_id, code, seeds, rc.plays_per_env, hint=hints.get(env_id), hint_plays=rc.hint_plays_per_env
+        )
     # More concurrent plays than live sandbox instances would only queue threads on instance slots.
     limit = min(rc.max_concurrent_plays, cfg.sandbox.max_live_instances)
     return await run_jobs(c.runner, c.policy, jobs, cfg.play, max_concurrent=limit)
@@ -180,10 +185,12 @@ EnvStats = dict[str, tuple[float, float | None, int]]
 """env id -> (unhinted win rate, paired regret or None, finished unhinted plays)."""
 
 
-def _score_agent(cfg: TrainConfig, trajectories: Sequence[Trajectory]) -> tuple[list[TrainSample], dict[str, Any], EnvStats]:
+def _score_agent(
+    cfg: TrainConfig, trajectories: Sequence[Trajectory]
+) -> tuple[list[TrainSample], dict[str, Any], EnvStats]:
     plain = [t for t in trajectories if not t.hinted]
     hinted = [t for t in trajectories if t.hinted]
-    adv = R.agent_advantages([t.episode_return for t in plain], [t.env_id for t in plain])
+    adv = rw.agent_advantages([t.episode_return for t in plain], [t.env_id for t in plain])
     samples = [
         TrainSample(t.tokens_T, t.mask_T, t.sample_logprobs_T, float(a), "agent")
         for t, a, drop in zip(plain, adv.advantages_N, adv.drop_N, strict=True)
@@ -197,9 +204,11 @@ def _score_agent(cfg: TrainConfig, trajectories: Sequence[Trajectory]) -> tuple[
             continue
         regret = None
         if mine_h:
-            est = R.paired_regret([(t.seed, t.episode_return) for t in mine_h], [(t.seed, t.episode_return) for t in mine])
+            est = rw.paired_regret(
+                [(t.seed, t.episode_return) for t in mine_h], [(t.seed, t.episode_return) for t in mine]
+            )
             regret = est.regret
-        per_env[env_id] = (R.win_rate([t.success for t in mine]), regret, len(mine))
+        per_env[env_id] = (rw.win_rate([t.success for t in mine]), regret, len(mine))
     metrics: dict[str, Any] = {
         "agent/plays": float(len(plain)),
         "agent/win_rate": _mean([t.success for t in plain]),
@@ -217,19 +226,19 @@ def _pending(d: DesignOutcome, per_env: EnvStats, step: int) -> dict[str, Any]:
     """A buffer entry for one designer sample; a valid env none of whose plays finished counts as invalid."""
     win, regret, _ = per_env.get(d.env_id, (0.0, None, 0))
     valid = d.valid and d.env_id in per_env
-    entry = R.PendingCredit(d.sample_ref, d.env_id, d.skill, step, valid, win, regret or 0.0)
+    entry = rw.PendingCredit(d.sample_ref, d.env_id, d.skill, step, valid, win, regret or 0.0)
     return entry.to_dict()
 
 
 def _score_designer(
     cfg: TrainConfig, c: Components, state: LoopState, step: int, n_agent: int
 ) -> tuple[list[TrainSample], dict[str, Any]]:
-    buffer = R.buffer_from_json(state.credit)
-    due, rest = R.release_due(buffer, step, cfg.reward.delay)
-    state.credit = R.buffer_to_json(rest)
+    buffer = rw.buffer_from_json(state.credit)
+    due, rest = rw.release_due(buffer, step, cfg.reward.delay)
+    state.credit = rw.buffer_to_json(rest)
     if not due:
         return [], {}
-    rewards, state.lp_ema = R.credit_rewards(due, cfg.reward, state.lp_ema)
+    rewards, state.lp_ema = rw.credit_rewards(due, cfg.reward, state.lp_ema)
     valid = [d for d in due if d.entry.valid]
     regrets = [d.entry.regret for d in valid]
     metrics: dict[str, Any] = {
@@ -239,14 +248,20 @@ def _score_designer(
         "designer/win_rate_mean": _mean([d.entry.win_rate for d in valid]),
     }
     n_designer = max(1, cfg.designer.envs_per_regen)
-    scale = R.designer_scale(max(n_agent, 1), n_designer, cfg.designer.regen_interval, cfg.reward.designer_scale_cap)
-    adv = R.designer_advantages(rewards, [d.entry.skill for d in due], scale)
+    scale = rw.designer_scale(
+        max(n_agent, 1), n_designer, cfg.designer.regen_interval, cfg.reward.designer_scale_cap
+    )
+    adv = rw.designer_advantages(rewards, [d.entry.skill for d in due], scale)
     samples = []
     for d, a, drop in zip(due, adv.advantages_N, adv.drop_N, strict=True):
         sample = c.load_design_sample(d.entry.sample_ref)
         if sample is None or (drop and cfg.reward.drop_constant_groups):
             continue
-        samples.append(TrainSample(sample.tokens_T, sample.mask_T, sample.sample_logprobs_T, float(a), "designer", d.staleness))
+        samples.append(
+            TrainSample(
+                sample.tokens_T, sample.mask_T, sample.sample_logprobs_T, float(a), "designer", d.staleness
+            )
+        )
     metrics["designer/samples_kept"] = float(len(samples))
     return samples, metrics
 

@@ -25,7 +25,9 @@ def parse_config(argv: Sequence[str]) -> tuple[TrainConfig, Path | None]:
     known, rest = _split(argv)
     if known.resume is not None:
         if rest:
-            raise ConfigError(f"--resume continues a run with its saved config; drop the other options {rest}")
+            raise ConfigError(
+                f"--resume continues a run with its saved config; drop the other options {rest}"
+            )
         return TrainConfig(), known.resume
     base = preset(known.preset)
     description = (
@@ -53,7 +55,9 @@ def run_cli(argv: Sequence[str]) -> int:
 
     try:
         if resume is not None:
-            run = train(cfg.__class__(runs_dir=resume.parent, name=resume.name), resume=True, progress=progress)
+            run = train(
+                cfg.__class__(runs_dir=resume.parent, name=resume.name), resume=True, progress=progress
+            )
         else:
             run = train(cfg, progress=progress)
     except (ConfigError, FileExistsError, FileNotFoundError) as exc:

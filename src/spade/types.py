@@ -67,7 +67,11 @@ class ChatTemplate(Protocol):
     """Renders conversations to token ids the way the policy's chat template does."""
 
     def render(
-        self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None, *, add_generation_prompt: bool
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema] | None = None,
+        *,
+        add_generation_prompt: bool,
     ) -> list[int]:
         """Token ids of a whole conversation."""
         ...

@@ -28,7 +28,9 @@ def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
         from spade.backends.hf import HFPolicy  # noqa: PLC0415 -- lazy: torch/transformers only when selected
 
         return HFPolicy.from_config(cfg, seed=seed)
-    raise ValueError(f"unknown or unavailable model.backend {cfg.backend!r}; choose one of: hf, vllm, openai, scripted")
+    raise ValueError(
+        f"unknown or unavailable model.backend {cfg.backend!r}; choose one of: hf, vllm, openai, scripted"
+    )
 
 
 def make_trainer(cfg: TrainConfig) -> Trainer:

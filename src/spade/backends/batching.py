@@ -47,7 +47,7 @@ class BatchingPolicy:
             self._queue = [r for r in self._queue if id(r) not in taken]
             try:
                 results = await self.policy.sample([r[0] for r in batch], params)
-            except BaseException as exc:  # noqa: BLE001 - hand any engine failure to every waiter, then stop
+            except BaseException as exc:
                 for _, _, future in batch:
                     if not future.done():
                         future.set_exception(exc)

@@ -133,13 +133,17 @@ BROKEN = {
     "reward_range": QUIZ_TEMPLATE.replace("\"All correct. You win!\", 1.0", "\"All correct. You win!\", 7.5"),
     "no_env": "from spade.env import TextEnv\n\nclass Helper:\n    pass\n",
 }  # fmt: skip
+_STEP = "    def step(self, action):\n"
+_RESET_END = "        self.index = 0\n"
 HOSTILE = {
     "socket_at_import": "import socket\nsocket.create_connection(('127.0.0.1', 9))\n",
     "loop_at_import": QUIZ_TEMPLATE + "\nwhile True:\n    pass\n",
-    "loop_in_step": QUIZ_TEMPLATE.replace("    def step(self, action):\n", "    def step(self, action):\n        while True:\n            pass\n"),
-    "memory_bomb_in_reset": QUIZ_TEMPLATE.replace("        self.index = 0\n", "        self.index = 0\n        self.blocks = [bytearray(1 << 28) for _ in range(64)]\n"),
-    "exit_in_reset": QUIZ_TEMPLATE.replace("        self.index = 0\n", "        self.index = 0\n        raise SystemExit(3)\n"),
-}  # fmt: skip
+    "loop_in_step": QUIZ_TEMPLATE.replace(_STEP, _STEP + "        while True:\n            pass\n"),
+    "memory_bomb_in_reset": QUIZ_TEMPLATE.replace(
+        _RESET_END, _RESET_END + "        self.blocks = [bytearray(1 << 28) for _ in range(64)]\n"
+    ),
+    "exit_in_reset": QUIZ_TEMPLATE.replace(_RESET_END, _RESET_END + "        raise SystemExit(3)\n"),
+}
 
 
 def design_reply(prompt: str, behaviour: Behaviour) -> str:
