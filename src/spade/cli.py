@@ -35,8 +35,8 @@ class PlayArgs:
     """Play one environment in the terminal.
 
     ENV is a registry name (see `spade envs`) or the path of an environment file in the native or the
-    official format. Files are untrusted code and run in the sandbox; registry environments are the
-    project's own code and run in-process.
+    official format. Files are untrusted code and run in the sandbox (a sandbox failure ends the session
+    with its kind and message); registry environments are the project's own code and run in-process.
     """
 
     env: Annotated[str, tyro.conf.Positional]
@@ -94,6 +94,7 @@ def _cmd_envs(argv: Sequence[str]) -> int:
 def _cmd_play(argv: Sequence[str]) -> int:
     args = tyro.cli(PlayArgs, args=argv, prog="spade play")
     from spade.play import open_playable, play  # noqa: PLC0415
+    from spade.sandbox import SandboxError  # noqa: PLC0415
 
     options: dict[str, Any] = {} if args.difficulty is None else {"difficulty": args.difficulty}
     try:
@@ -102,6 +103,9 @@ def _cmd_play(argv: Sequence[str]) -> int:
     except (KeyError, FileNotFoundError, ValueError) as exc:
         print(f"spade play: {exc}", file=sys.stderr)
         return 2
+    except SandboxError as exc:
+        print(f"spade play: the environment failed ({exc.kind}): {exc}", file=sys.stderr)
+        return 1
     if result.quit:
         return 0
     won = result.terminated and result.last_reward >= 1.0

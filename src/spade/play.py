@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
 from spade.env import StepResult, TextEnv, ToolEnv, answer_action, tool_call_action
-from spade.envs.loader import load_env_factory
 
 Solver = Literal["scripted", "human"]
 
@@ -70,8 +69,9 @@ def play(
     obs, _ = env.reset(seed=seed, options=options)
     _print_obs(out, obs, turn=0)
     if solver == "scripted":
-        solution = env.solution()
-        actions = [solution] if isinstance(solution, str) else list(solution)
+        from spade.checker.feasibility import solution_actions  # noqa: PLC0415 - only the scripted solver
+
+        actions, _ = solution_actions(env.solution())
         next_action: Callable[[], str | None] = _scripted(actions, out)
     else:
         out.write(HELP + "\n")
@@ -190,8 +190,9 @@ class _TrustedEnv:
 
 @contextlib.contextmanager
 def open_playable(env_or_file: str, max_turns: int | None = None) -> Iterator[Playable]:
-    """A registry environment (in-process) or an environment file (loaded from its source)."""
+    """A registry environment (the project's own code, in-process) or an environment file (in the sandbox)."""
     from spade import envs  # noqa: PLC0415 - keeps the module importable without the registry loaded
+    from spade.sandbox import Sandbox  # noqa: PLC0415 - starts processes; only files need it
 
     if env_or_file in envs.names():
         kwargs = {} if max_turns is None else {"max_turns": max_turns}
@@ -199,7 +200,6 @@ def open_playable(env_or_file: str, max_turns: int | None = None) -> Iterator[Pl
         return
     path = Path(env_or_file)
     if not path.is_file():
-        raise FileNotFoundError(
-            f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)"
-        )
-    yield _TrustedEnv(load_env_factory(path.read_text(), str(path), max_turns=max_turns)())
+        raise FileNotFoundError(f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)")
+    with Sandbox() as sandbox, sandbox.open(path.read_text(), filename=str(path), max_turns=max_turns) as env:
+        yield env
