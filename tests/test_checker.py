@@ -19,7 +19,7 @@ import pytest
 from spade import envs
 from spade.checker import CheckReport, FindingCode, check_env, check_files, extract_code
 from spade.checker.episodes import Episode, StepRecord
-from spade.checker.feasibility import exploit_findings, prose_actions, solution_actions
+from spade.checker.feasibility import exploit_findings, prose_actions, solution_actions, unconfirmed
 from spade.checker.probes import RandomActions
 from spade.config import CheckerConfig
 from spade.sandbox import Limits, Sandbox, SandboxError
@@ -265,6 +265,24 @@ def test_random_play_that_wins_too_often_is_an_exploit() -> None:
     assert stats["random_win_rate"] == 0.5
     groups["random"] = [_episode("random", w) for w in (True, False, False, False, False, False)]
     assert exploit_findings(groups, cfg)[0] == []
+
+
+def test_one_lucky_win_is_replayed_before_it_counts() -> None:
+    cfg = CheckerConfig(exploit_max_success=0.2, exploit_min_wins=2)
+    groups = {"constant": [_episode("constant '7'", w) for w in (True, False, False)]}
+    assert exploit_findings(groups, cfg)[0] == []  # one win is not evidence yet
+    assert [(g, e.policy) for g, e in unconfirmed(groups, cfg)] == [("constant", "constant '7'")]
+    groups["constant"] += [_episode("constant '7'", w) for w in (True, False, False)]
+    assert [f.code for f in exploit_findings(groups, cfg)[0]] == [FindingCode.EXPLOITABLE_CONSTANT]
+    assert unconfirmed(groups, cfg) == []
+
+
+def test_a_script_that_wins_other_seeds_is_a_memorisation_warning() -> None:
+    groups = {"replay": [_episode("replay", True), _episode("replay", True)]}
+    found, _ = exploit_findings(groups, CheckerConfig())
+    assert [(f.code, f.severity) for f in found] == [(FindingCode.FIXED_SOLUTION, "warning")]
+    groups["replay"][1] = _episode("replay", False)
+    assert exploit_findings(groups, CheckerConfig())[0] == []
 
 
 def test_probe_actions_are_randomised_per_seed() -> None:

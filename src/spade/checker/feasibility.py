@@ -230,10 +230,23 @@ def leak_findings(slot: LeakSlot, copied: Episode, cfg: CheckerConfig) -> list[F
     return [finding(FindingCode.ANSWER_LEAK, "exploit", msg)]
 
 
+def unconfirmed(groups: dict[str, list[Episode]], cfg: CheckerConfig) -> list[tuple[str, Episode]]:
+    """Probe groups over the win-rate limit on fewer than ``cfg.exploit_min_wins`` wins, each with a winning
+    episode: one lucky win among a few episodes is not yet evidence, so the caller replays that policy."""
+    out = []
+    for group in ("constant", *DEGENERATE_KINDS):
+        episodes = [e for e in groups.get(group, []) if e.failure is None]
+        wins = [e for e in episodes if e.won(cfg.success_threshold, cfg.return_mode)]
+        if wins and len(wins) / len(episodes) > cfg.exploit_max_success and len(wins) < cfg.exploit_min_wins:
+            out.append((group, wins[0]))
+    return out
+
+
 def exploit_findings(
     groups: dict[str, list[Episode]], cfg: CheckerConfig
 ) -> tuple[list[Finding], dict[str, float]]:
-    """EXPLOITABLE_* when one probe policy wins more than ``cfg.exploit_max_success`` of its episodes.
+    """EXPLOITABLE_* when one probe policy wins more than ``cfg.exploit_max_success`` of its episodes, and
+    at least ``cfg.exploit_min_wins`` of them.
 
     ``groups`` maps a policy to its episodes: ``constant``, the degenerate kinds (``empty``, ``enumerate``,
     ``long``, ``format``), ``random`` and ``replay``. Each degenerate kind is judged on its own, so one kind
@@ -254,7 +267,7 @@ def exploit_findings(
         ("random", FindingCode.EXPLOITABLE_RANDOM, "random actions"),
     )
     for group, code, what in checks:
-        if win.get(group) and rate(win[group]) > limit:
+        if win.get(group) and rate(win[group]) > limit and sum(win[group]) >= cfg.exploit_min_wins:
             winner = next(e for e in groups[group] if e.won(cfg.success_threshold, cfg.return_mode))
             msg = (
                 f"{what} won {sum(win[group])} of {len(win[group])} episodes (limit {limit:.0%}); e.g. "
@@ -264,10 +277,10 @@ def exploit_findings(
                 "the hidden one and make guessing unlikely to win."
             )
             return [finding(code, "exploit", msg)], stats
-    if win.get("replay") and all(win["replay"]):
-        ep = groups["replay"][0]
+    if len(win.get("replay", [])) >= 2 and all(win["replay"]):
+        seeds = ", ".join(str(e.seed) for e in groups["replay"])
         msg = (
-            f"the winning action sequence of one seed also wins seed {ep.seed}: the agent can memorise one "
+            f"the winning action sequence of one seed also wins seeds {seeds}: the agent can memorise one "
             "script instead of reasoning. Fix: make the instance (and so the solution) depend on the seed."
         )
         return [finding(FindingCode.FIXED_SOLUTION, "exploit", msg)], stats

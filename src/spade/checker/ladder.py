@@ -215,7 +215,7 @@ def _exploit(run: _Run) -> list[Finding]:
     multi = [e for e in winners if len(e.steps) > 1]
     if multi:
         script = [s.action for s in multi[0].steps]
-        jobs.append(Job("replay", run.seed(), probes.scripted(script), len(script)))
+        jobs += [Job("replay", run.seed(), probes.scripted(script), len(script)) for _ in range(2)]
     slot = feasibility.leak_slot(winners)
     if slot is not None:
         jobs.append(Job("copy-slot", run.seed(), feasibility.copy_policy(slot), cfg.termination_turns))
@@ -224,6 +224,9 @@ def _exploit(run: _Run) -> list[Finding]:
     for ep in played:
         groups.setdefault(ep.policy.split()[0], []).append(ep)
     copied = groups.pop("copy-slot", [])
+    for group, ep in _confirm(run, groups):
+        groups[group].append(ep)
+    played = [e for g in groups.values() for e in g]
     broken = first_failure(played, "exploit") or dynamic.reward_findings(played, cfg, "exploit")
     if broken:
         return broken
@@ -232,6 +235,23 @@ def _exploit(run: _Run) -> list[Finding]:
     if slot is not None and copied:
         found += feasibility.leak_findings(slot, copied[0], cfg)
     return found + dynamic.seed_findings([a for a, _ in run.pairs], run.solved)
+
+
+def _confirm(run: _Run, groups: dict[str, list[Episode]]) -> list[tuple[str, Episode]]:
+    """Replay each policy that won once (a constant: the same string) on fresh seeds."""
+    cfg = run.cfg
+    jobs: list[tuple[str, Job]] = []
+    for group, winner in feasibility.unconfirmed(groups, cfg):
+        for _ in range(cfg.exploit_confirm_episodes):
+            if group == "constant":
+                policy = probes.constant(winner.steps[0].action)
+            else:
+                policy = probes.degenerate(
+                    group, random.Random(run.seed()), cfg.long_action_chars, run.tool_env
+                )
+            jobs.append((group, Job(winner.policy, run.seed(), policy, cfg.termination_turns)))
+    played = run.play.play_all([job for _, job in jobs])
+    return [(group, ep) for (group, _), ep in zip(jobs, played, strict=True)]
 
 
 _RUNGS: tuple[tuple[Stage, Callable[[_Run], list[Finding]]], ...] = (
