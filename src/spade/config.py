@@ -306,7 +306,9 @@ def validate(cfg: TrainConfig) -> None:
     _require(t.lr > 0, "trainer.lr must be > 0")
     _require(r.delay >= 0, "reward.delay must be >= 0")
     m = cfg.memory
-    _require(0.0 <= m.band_low <= m.band_high <= 1.0, "memory.band_low <= memory.band_high must lie in [0, 1]")
+    _require(
+        0.0 <= m.band_low <= m.band_high <= 1.0, "memory.band_low <= memory.band_high must lie in [0, 1]"
+    )
     _require(m.capacity >= 1, "memory.capacity must be >= 1")
     _require(
         m.replay_temperature > 0 and 0.0 <= m.replay_staleness <= 1.0,
@@ -336,7 +338,8 @@ def validate(cfg: TrainConfig) -> None:
         "model.backend='openai' needs model.base_url (e.g. --model.base-url http://127.0.0.1:8000/v1)",
     )
     _require(
-        cfg.play.turn_tokens <= cfg.play.context_tokens, "play.turn_tokens must not exceed play.context_tokens"
+        cfg.play.turn_tokens <= cfg.play.context_tokens,
+        "play.turn_tokens must not exceed play.context_tokens",
     )
 
 
