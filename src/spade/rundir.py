@@ -144,8 +144,33 @@ class RunDir:
             shutil.rmtree(old, ignore_errors=True)
         return final
 
+    def tensorboard(self, purge_step: int) -> Board:
+        """A TensorBoard writer for ``tb/``; events of steps >= ``purge_step`` (a resumed step) are dropped."""
+        return Board(self.root / "tb", purge_step)
+
     @staticmethod
     def read_state(checkpoint: Path) -> dict[str, Any]:
         """The loop state saved in a checkpoint."""
         state: dict[str, Any] = json.loads((checkpoint / "state.json").read_text())
         return state
+
+
+class Board:
+    """Scalar metrics to TensorBoard event files (the same rows as metrics.jsonl)."""
+
+    def __init__(self, folder: Path, purge_step: int) -> None:
+        from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415 - torch is heavy; import on use
+
+        self._writer = SummaryWriter(str(folder), purge_step=purge_step if purge_step > 0 else None)
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        """Add every numeric value of a metrics row at its step."""
+        step = int(row["step"])
+        for key, value in row.items():
+            if key != "step" and isinstance(value, int | float):
+                self._writer.add_scalar(key, float(value), step)
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the event file."""
+        self._writer.close()

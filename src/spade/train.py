@@ -64,14 +64,21 @@ async def _train(cfg: TrainConfig, *, resume: bool, progress: Progress) -> RunDi
         run.create(cfg)
     with make_components(cfg, run) as c:
         state = _restore(cfg, run, c) if resume else _fresh(cfg, c)
-        while state.step < cfg.steps:
-            started = time.perf_counter()
-            row = await run_step(cfg, c, state, progress)
-            row["time/step_s"] = time.perf_counter() - started
-            run.append_metrics(row)
-            state.step += 1
-            _checkpoint(run, c, state)
-            progress(_summary(cfg, row))
+        board = run.tensorboard(purge_step=state.step)
+        step_times: list[float] = []
+        try:
+            while state.step < cfg.steps:
+                started = time.perf_counter()
+                row = await run_step(cfg, c, state, progress)
+                row["time/step_s"] = time.perf_counter() - started
+                run.append_metrics(row)
+                board.write(row)
+                state.step += 1
+                _checkpoint(run, c, state)
+                step_times.append(row["time/step_s"])
+                progress(_summary(cfg, row, eta_s=float(np.mean(step_times)) * (cfg.steps - state.step)))
+        finally:
+            board.close()
     return run
 
 
@@ -129,6 +136,7 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
 
     agent_samples, agent_metrics, per_env = _score_agent(cfg, trajectories)
     row.update(agent_metrics)
+    row["speed/sampled_tokens_per_s"] = row["agent/sampled_tokens"] / max(row["time/play_s"], 1e-9)
     state.credit += [_pending(d, per_env, step) for d in designed]
     designer_samples, designer_metrics = _score_designer(cfg, c, state, step, len(agent_samples))
     row.update(designer_metrics)
@@ -217,6 +225,7 @@ def _score_agent(
         "agent/turns_mean": _mean([len(t.transitions) for t in plain]),
         "agent/samples_kept": float(len(samples)),
         "agent/tokens": float(sum(len(t.tokens_T) for t in trajectories)),
+        "agent/sampled_tokens": float(sum(sum(t.mask_T) for t in trajectories)),
         **status_counts(plain, "agent"),
     }
     return samples, metrics, per_env
@@ -278,10 +287,18 @@ def _mean(values: Sequence[float] | Sequence[bool]) -> float:
     return float(np.mean(values)) if len(values) else 0.0
 
 
-def _summary(cfg: TrainConfig, row: dict[str, Any]) -> str:
-    keys = ("designer/valid_rate", "agent/win_rate", "agent/win_rate_hint", "designer/regret_mean")
-    parts = [f"{k.split('/')[1]} {row[k]:.2f}" for k in keys if k in row]
-    return f"step {row['step'] + 1}/{cfg.steps} done in {row['time/step_s']:.1f}s | " + " | ".join(parts)
+def _summary(cfg: TrainConfig, row: dict[str, Any], eta_s: float) -> str:
+    """One progress line: step, validity, win rates, regret, speed and ETA."""
+    parts = [f"step {row['step'] + 1}/{cfg.steps} in {row['time/step_s']:.1f}s"]
+    if "designer/envs" in row:
+        valid = round(row["designer/valid_rate"] * row["designer/envs"])
+        parts.append(f"envs valid {valid}/{int(row['designer/envs'])}")
+    parts.append(f"win {row['agent/win_rate']:.2f} (hint {row['agent/win_rate_hint']:.2f})")
+    if "designer/regret_mean" in row:
+        parts.append(f"regret {row['designer/regret_mean']:+.2f}")
+    parts.append(f"{row['speed/sampled_tokens_per_s']:.0f} tok/s")
+    parts.append(f"ETA {eta_s / 60:.1f} min")
+    return " | ".join(parts)
 
 
 def main(argv: Sequence[str]) -> int:
