@@ -1,0 +1,377 @@
+"""The torch Trainer: GRPO updates of a transformers model, LoRA (peft) or full fine-tuning.
+
+One ``train_step`` is one optimiser step: the samples are packed into micro-batches of at most
+``micro_batch_tokens`` padded tokens (a longer sample gets a micro-batch of its own), each micro-batch's loss
+is its token sum divided by the step's total loss-token count (token-mean aggregation, see ``spade.grpo``),
+gradients accumulate over micro-batches, then they are clipped and AdamW steps once.
+
+Log-probabilities are those of the raw model at temperature 1, matching what the samplers record. Because
+a step is a single optimiser step, the "old" policy of the PPO ratio is the trainer's own forward pass
+(detached): the ratio is 1 in value and only its gradient acts. The truncated IS weight
+``min(exp(old - sample), cap)`` corrects stale samples (``TrainSample.staleness > 0``; every sample with
+``tis_fresh``).
+
+Reference model for the KL penalty: only built when ``kl_coef > 0``; with LoRA it is the same base with the
+adapters disabled (no copy), in full fine-tuning a frozen copy of the initial weights.
+
+Multi-GPU (designed in, tested single-process): with ``use_accelerate=True`` the model and optimiser go
+through ``accelerate.Accelerator.prepare`` (DDP / FSDP / DeepSpeed as set up by ``accelerate launch``);
+each process takes every ``world``-th sample, the loss-token count is all-reduced so the token mean is
+global (losses are scaled by ``world`` because DDP averages gradients), backward runs through
+``accelerator.backward`` under ``no_sync`` for all but the last micro-batch, and clipping uses
+``accelerator.clip_grad_norm_``.
+
+The trainer shares nothing mutable with a Policy: it writes weights with ``export_weights`` and the Policy
+loads them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import random
+import resource
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from spade.backends.embedded import resolve_model
+from spade.backends.hf import DTYPES, pick_device
+from spade.config import ModelConfig, TrainConfig, TrainerConfig
+from spade.grpo import ClipConfig, LossParts, grpo_loss_parts, token_logprobs
+from spade.types import TrainSample
+
+STATE_FILE = "trainer_state.pt"
+WEIGHTS_DIR = "weights"
+STATE_FORMAT = 1
+
+
+def pack_micro_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices grouped so each group's padded size (count × longest) stays within ``budget`` tokens.
+
+    Sequences are taken longest first, so similar lengths share a micro-batch and padding stays small; a
+    sequence longer than the budget forms a group of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and (len(groups[-1]) + 1) * lengths[groups[-1][0]] <= budget:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+class TorchTrainer:
+    """:class:`~spade.types.Trainer` on torch (see module docstring).
+
+    Args:
+        cfg: the update's hyper-parameters.
+        model: which model to train (``model.model`` resolved with :func:`resolve_model`), device and dtype.
+        seed: seeds torch for the trainer's initialisation (LoRA weights).
+        use_accelerate: route the update through ``accelerate`` (multi-GPU launches).
+    """
+
+    def __init__(
+        self, cfg: TrainerConfig, model: ModelConfig, *, seed: int = 0, use_accelerate: bool = False
+    ) -> None:
+        self.cfg = cfg
+        self.clip = ClipConfig(cfg.clip_low, cfg.clip_high)
+        self.model_dir = resolve_model(model.model)
+        self.accelerator = _make_accelerator() if use_accelerate else None
+        self.device = self.accelerator.device if self.accelerator is not None else pick_device(model.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        base: Any = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=DTYPES[model.dtype])
+        base = base.to(self.device)
+        self.lora = cfg.lora_rank > 0
+        with torch.random.fork_rng(devices=[]):  # seeds the LoRA init without touching the global stream
+            torch.manual_seed(seed)
+            self.model = self._wrap_lora(base) if self.lora else base
+        self.reference = self._make_reference(base)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            params, lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay, foreach=False
+        )
+        if self.accelerator is not None:
+            self.model, self.optimizer = self.accelerator.prepare(self.model, self.optimizer)
+        self.step = 0
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig) -> TorchTrainer:
+        """The trainer of a run: ``cfg.trainer`` on ``cfg.model``, seeded with ``cfg.seed``."""
+        return cls(cfg.trainer, cfg.model, seed=cfg.seed)
+
+    # -- setup -----------------------------------------------------------------------------------------------
+
+    def _wrap_lora(self, base: Any) -> Any:
+        from peft import LoraConfig, get_peft_model  # noqa: PLC0415 -- only needed with LoRA
+
+        targets: str | list[str] = (
+            "all-linear" if self.cfg.lora_targets == ("all-linear",) else list(self.cfg.lora_targets)
+        )
+        config = LoraConfig(
+            r=self.cfg.lora_rank,
+            lora_alpha=self.cfg.lora_alpha,
+            target_modules=targets,
+            lora_dropout=0.0,
+            task_type="CAUSAL_LM",
+        )
+        return get_peft_model(base, config)
+
+    def _make_reference(self, base: Any) -> Any:
+        if self.cfg.kl_coef <= 0.0 or self.lora:
+            return None  # LoRA: the reference is the same model with adapters disabled
+        ref = copy.deepcopy(base).eval()
+        ref.requires_grad_(False)
+        return ref
+
+    # -- Trainer ---------------------------------------------------------------------------------------------
+
+    def train_step(self, samples: Sequence[TrainSample]) -> dict[str, float]:
+        """One optimiser step over ``samples``; returns ``train/*`` and ``time/*`` metrics."""
+        start = time.perf_counter()
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        world, rank = self._world()
+        mine = list(samples)[rank::world]
+        tokens = self._global_tokens(sum(_loss_tokens(s) for s in mine))
+        if tokens == 0:
+            return {
+                "train/tokens": 0.0,
+                "train/skipped": 1.0,
+                "time/train_step_s": time.perf_counter() - start,
+            }
+        self.model.train()
+        groups = pack_micro_batches([len(s.tokens_T) for s in mine], self.cfg.micro_batch_tokens)
+        parts: list[LossParts] = []
+        for k, group in enumerate(groups):
+            with self._no_sync(last=k == len(groups) - 1):
+                part = self._micro_step([mine[i] for i in group], scale=world / tokens)
+            parts.append(part)
+        grad_norm = self._clip_and_step()
+        self.step += 1
+        metrics = _summarise(parts, tokens)
+        metrics.update(
+            {
+                "train/grad_norm": grad_norm,
+                "train/sequences": float(len(samples)),
+                "train/micro_batches": float(len(groups)),
+                "train/peak_mem_mb": self._peak_memory_mb(),
+                "time/train_step_s": time.perf_counter() - start,
+            }
+        )
+        return metrics
+
+    def export_weights(self, path: Path) -> Path:
+        """Write the adapter (LoRA) or the full model + tokenizer (full fine-tuning) to ``path``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        model = self._unwrapped()
+        model.save_pretrained(path)
+        if not self.lora:
+            self.tokenizer.save_pretrained(path)
+        return path
+
+    def save(self, path: Path) -> None:
+        """Checkpoint: exported weights (``weights/``), trainable tensors, optimiser, RNG states, step."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.export_weights(path / WEIGHTS_DIR)
+        state = {
+            "format": STATE_FORMAT,
+            "step": self.step,
+            "trainable": {n: p.detach().cpu().clone() for n, p in self._trainable()},
+            "optimizer": self.optimizer.state_dict(),
+            "rng": _rng_state(),
+        }
+        torch.save(state, path / STATE_FILE)
+
+    def load(self, path: Path) -> None:
+        """Restore a checkpoint written by :meth:`save` (same model and trainer configuration)."""
+        file = Path(path) / STATE_FILE
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} not found: pass a folder written by TorchTrainer.save")
+        state = torch.load(file, map_location="cpu", weights_only=True)
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"{file} has checkpoint format {state.get('format')}, expected {STATE_FORMAT}")
+        trainable = dict(self._trainable())
+        saved = state["trainable"]
+        missing = set(trainable) ^ set(saved)
+        missing |= {n for n in set(trainable) & set(saved) if trainable[n].shape != saved[n].shape}
+        if missing:
+            raise ValueError(
+                f"checkpoint {file} does not match this model/LoRA setup (differing tensors, e.g. "
+                f"{sorted(missing)[:3]}); load it with the configuration it was saved with"
+            )
+        with torch.no_grad():
+            for name, tensor in state["trainable"].items():
+                trainable[name].copy_(tensor)
+        self.optimizer.load_state_dict(state["optimizer"])
+        _set_rng_state(state["rng"])
+        self.step = int(state["step"])
+
+    # -- the update ------------------------------------------------------------------------------------------
+
+    def logprobs(self, samples: Sequence[TrainSample]) -> list[list[float]]:
+        """Per-token log-probabilities (aligned with ``tokens_T[1:]``) under the current weights."""
+        self.model.eval()
+        out: list[list[float]] = []
+        with torch.no_grad():
+            for sample in samples:
+                ids = torch.tensor([sample.tokens_T], device=self.device)
+                logits = self.model(input_ids=ids).logits
+                out.append(token_logprobs(logits[:, :-1], ids[:, 1:])[0].tolist())
+        return out
+
+    def _micro_step(self, batch: Sequence[TrainSample], scale: float) -> LossParts:
+        ids, attention, mask, sample_lp = _pad(batch, self.device)
+        advantages = torch.tensor([s.advantage for s in batch], dtype=torch.float32, device=self.device)
+        tis_on = torch.tensor(
+            [1.0 if (s.staleness > 0 or self.cfg.tis_fresh) else 0.0 for s in batch], device=self.device
+        )
+        logits = self.model(input_ids=ids, attention_mask=attention).logits
+        new = token_logprobs(logits[:, :-1], ids[:, 1:])
+        del logits
+        ref = self._reference_logprobs(ids, attention) if self.cfg.kl_coef > 0.0 else None
+        part = grpo_loss_parts(
+            new,
+            new.detach(),
+            sample_lp[:, 1:],
+            advantages,
+            mask[:, 1:],
+            clip=self.clip,
+            tis_cap=self.cfg.tis_cap,
+            tis_on_B=tis_on,
+            ref_BT=ref,
+            kl_coef=self.cfg.kl_coef,
+        )
+        loss = part.loss_sum * scale
+        if self.accelerator is not None:
+            self.accelerator.backward(loss)
+        else:
+            loss.backward()  # type: ignore[no-untyped-call]
+        return dataclasses.replace(part, loss_sum=part.loss_sum.detach())
+
+    def _reference_logprobs(self, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            if self.lora:
+                with self._unwrapped().disable_adapter():
+                    logits = self.model(input_ids=ids, attention_mask=attention).logits
+            else:
+                logits = self.reference(input_ids=ids, attention_mask=attention).logits
+            return token_logprobs(logits[:, :-1], ids[:, 1:])
+
+    def _clip_and_step(self) -> float:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if self.accelerator is not None:
+            norm = self.accelerator.clip_grad_norm_(params, self.cfg.max_grad_norm)
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _unwrapped(self) -> Any:
+        return self.accelerator.unwrap_model(self.model) if self.accelerator is not None else self.model
+
+    def _trainable(self) -> Iterator[tuple[str, torch.nn.Parameter]]:
+        return ((n, p) for n, p in self._unwrapped().named_parameters() if p.requires_grad)
+
+    def _world(self) -> tuple[int, int]:
+        if self.accelerator is None:
+            return 1, 0
+        return int(self.accelerator.num_processes), int(self.accelerator.process_index)
+
+    def _global_tokens(self, local: int) -> int:
+        if self.accelerator is None or self.accelerator.num_processes == 1:
+            return local
+        total = self.accelerator.reduce(torch.tensor(float(local), device=self.device), reduction="sum")
+        return int(total.item())
+
+    def _no_sync(self, *, last: bool) -> contextlib.AbstractContextManager[Any]:
+        if self.accelerator is None or last:
+            return contextlib.nullcontext()
+        return self.accelerator.no_sync(self.model)  # type: ignore[no-any-return]
+
+    def _peak_memory_mb(self) -> float:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device) / 2**20
+        return (
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        )  # Linux: KiB; the process peak so far
+
+
+def _make_accelerator() -> Any:
+    from accelerate import Accelerator  # noqa: PLC0415 -- only for multi-process launches
+
+    return Accelerator()
+
+
+def _loss_tokens(sample: TrainSample) -> int:
+    return sum(sample.mask_T[1:])  # the first token is never predicted
+
+
+def _pad(batch: Sequence[TrainSample], device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Right-padded ``ids``, ``attention``, ``mask`` and ``sample_logprobs`` of a micro-batch."""
+    for s in batch:
+        if not len(s.tokens_T) == len(s.mask_T) == len(s.sample_logprobs_T):
+            raise ValueError(
+                f"TrainSample fields differ in length (tokens {len(s.tokens_T)}, mask {len(s.mask_T)}, "
+                f"logprobs {len(s.sample_logprobs_T)}); build samples with TokenStream.train_sample"
+            )
+    width = max(len(s.tokens_T) for s in batch)
+    ids = torch.zeros((len(batch), width), dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.float32)
+    sample_lp = torch.zeros((len(batch), width), dtype=torch.float32)
+    for row, s in enumerate(batch):
+        n = len(s.tokens_T)
+        ids[row, :n] = torch.tensor(s.tokens_T)
+        attention[row, :n] = 1
+        mask[row, :n] = torch.tensor(s.mask_T, dtype=torch.float32)
+        sample_lp[row, :n] = torch.tensor(s.sample_logprobs_T, dtype=torch.float32)
+    return ids.to(device), attention.to(device), mask.to(device), sample_lp.to(device)
+
+
+def _summarise(parts: Sequence[LossParts], tokens: int) -> dict[str, float]:
+    def mean(field: str) -> float:
+        return float(sum(getattr(p, field) for p in parts)) / tokens
+
+    return {
+        "train/loss": sum(float(p.loss_sum) for p in parts) / tokens,
+        "train/pg_loss": mean("pg_sum"),
+        "train/kl": mean("kl_sum"),
+        "train/clip_frac": mean("clipped_sum"),
+        "train/approx_kl": mean("approx_kl_sum"),
+        "train/mismatch_kl": mean("mismatch_kl_sum"),
+        "train/tis_weight": mean("tis_sum"),
+        "train/tokens": float(tokens),
+    }
+
+
+def _rng_state() -> dict[str, Any]:
+    np_state: Any = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]],
+        "python": list(random.getstate()),
+    }
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    name, keys, *rest = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
