@@ -13,8 +13,17 @@ from typing import Any
 import pytest
 
 from spade import designer, prompts
-from spade.designer import Design, DesignRequest, Exemplar, Negative
+from spade.designer import (
+    Design,
+    DesignRequest,
+    Exemplar,
+    Extraction,
+    Negative,
+    apply_patch,
+    extract_patched_code,
+)
 from spade.envs.loader import load_env_factory
+from spade.prompts import build_design_messages
 from spade.skills import GAME_SKILLS, TOOL_SKILLS
 from spade.types import Completion, CorpusDoc, Message, Policy, SamplingParams
 
@@ -505,3 +514,57 @@ def test_an_environment_written_to_the_contract_loads_and_wins() -> None:
     env.reset(seed=1)
     last = [env.step("left") for _ in range(5)][-1]
     assert last[3] is True, "max_turns from the class attribute ends the episode"
+
+
+# -- edits as SEARCH/REPLACE patches -------------------------------------------------------------------------
+
+PARENT = "class A:\n    size = 4\n    turns = 8\n\n    def step(self):\n        return self.size\n"
+
+
+def test_patch_replaces_exactly_one_occurrence() -> None:
+    reply = (
+        "<think>bigger</think>Sure.\n<<<<<<< SEARCH\n    size = 4\n=======\n    size = 6\n>>>>>>> REPLACE\n"
+    )
+    code, why = apply_patch(PARENT, reply)
+    assert why == ""
+    assert code is not None
+    assert "size = 6" in code
+    assert "size = 4" not in code
+    assert "turns = 8" in code
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        ("no blocks here", "no SEARCH/REPLACE block"),
+        ("<<<<<<< SEARCH\n    size = 5\n=======\n    size = 6\n>>>>>>> REPLACE", "not found"),
+        ("<<<<<<< SEARCH\n    size = 4\n=======\n    size = 4\n>>>>>>> REPLACE", "changes nothing"),
+        ("<<<<<<< SEARCH\n=======\n    x = 1\n>>>>>>> REPLACE", "not found"),
+    ],
+)
+def test_bad_patches_say_why(reply: str, why: str) -> None:
+    code, reason = apply_patch(PARENT, reply)
+    assert code is None
+    assert why in reason
+
+
+def test_ambiguous_search_is_refused() -> None:
+    code, reason = apply_patch("x = 1\nx = 1\n", "<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE")
+    assert code is None
+    assert "found 2 times" in reason
+
+
+def test_patch_edit_falls_back_to_a_complete_module() -> None:
+    found = Extraction("class B: pass\n", "ok")
+    assert extract_patched_code("```python\nclass B: pass\n```", PARENT, found) is found
+    failed = extract_patched_code("nothing", PARENT, Extraction(None, "no_code", "no block"))
+    assert (failed.code, failed.status) == (None, "no_code")
+
+
+def test_patch_format_prompt_asks_for_blocks_and_shows_the_parent() -> None:
+    parent = Exemplar("p", PARENT, "logical_deduction", 0.5, 0.1)
+    req = DesignRequest("logical_deduction", "edit", "", parent=parent, edit_format="patch")
+    user = build_design_messages(req)[1]["content"]
+    assert "<<<<<<< SEARCH" in user
+    assert "size = 4" in user
+    assert "not a diff" not in user

@@ -143,6 +143,9 @@ class DesignerConfig:
     """Steps between regenerations; the current environments are replayed in between."""
     edit_fraction: float = 0.0
     """Fraction of designs made by editing a parent from memory instead of writing from scratch."""
+    edit_format: Literal["file", "patch"] = "file"
+    """How an edit is written: the complete modified file, or SEARCH/REPLACE blocks applied to the parent
+    (a small model can change a rule or a constant without copying thousands of tokens)."""
     memory_examples: int = 2
     negative_examples: int = 1
     doc_tokens: int = 1024
@@ -367,6 +370,7 @@ CPU_TINY = TrainConfig(
         regen_interval=3,
         skills_per_regen=2,
         edit_fraction=0.75,
+        edit_format="patch",
         memory_examples=1,
         negative_examples=0,
         doc_tokens=96,

@@ -12,6 +12,7 @@ every design with sampled tokens is a (possibly penalised) designer training sam
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
@@ -218,6 +219,47 @@ def extract_design_code(
     return Extraction(code, "ok", "cut at max_tokens after the code" if cut else "")
 
 
+_PATCH_BLOCK = re.compile(
+    r"^<{5,9} ?SEARCH[ \t]*\n(.*?)^={5,9}[ \t]*\n(.*?)^>{5,9} ?REPLACE[ \t]*$", re.DOTALL | re.MULTILINE
+)
+
+
+def apply_patch(parent: str, text: str) -> tuple[str | None, str]:
+    """Apply the SEARCH/REPLACE blocks of ``text`` to ``parent``; returns ``(code, "")`` or ``(None, why)``.
+
+    Each SEARCH text must occur exactly once in the code as patched so far (trailing spaces ignored). A
+    patch that changes nothing is refused: it would only re-submit the parent.
+    """
+    blocks = _PATCH_BLOCK.findall(strip_reasoning(text))
+    if not blocks:
+        return None, "no SEARCH/REPLACE block"
+    code = _rstrip_lines(parent)
+    for search, replace in blocks:
+        needle = _rstrip_lines(search).rstrip("\n")
+        count = code.count(needle) if needle else 0
+        if count != 1:
+            where = "not found in" if count == 0 else f"found {count} times in"
+            return None, f"SEARCH text {where} the parent: copy the lines exactly and include enough context"
+        code = code.replace(needle, _rstrip_lines(replace).rstrip("\n"), 1)
+    if code == _rstrip_lines(parent):
+        return None, "the patch changes nothing"
+    return code, ""
+
+
+def _rstrip_lines(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+
+
+def extract_patched_code(text: str, parent: str, found: Extraction) -> Extraction:
+    """An edit in patch format: the patched parent, else a complete module the reply holds, else why not."""
+    code, why = apply_patch(parent, text)
+    if code is not None:
+        return Extraction(code, "ok", "patch applied")
+    if found.code is not None:
+        return found
+    return Extraction(None, found.status if found.status != "ok" else "no_code", why)
+
+
 def _ends_inside_code(text: str) -> bool:
     body = strip_reasoning(text)
     return looks_truncated(text) or ("```" not in body and "~~~" not in body)
@@ -261,6 +303,8 @@ async def design(
     designs = []
     for req, msgs, ids, comp in zip(requests, messages, prompt_ids, completions, strict=True):
         found = extract_design_code(comp.text, comp.finish_reason, comp.error)
+        if req.mode == "edit" and req.edit_format == "patch" and req.parent is not None:
+            found = extract_patched_code(comp.text, req.parent.code, found)
         tokens, mask, logprobs = sample_tokens(ids, comp)
         designs.append(
             Design(

@@ -172,6 +172,7 @@ def _request(
         examples=tuple(designer.exemplar(e) for e in examples if parent is None or e.env_id != parent.env_id),
         negatives=tuple(designer.negative(n) for n in negatives),
         parent=designer.exemplar(parent) if parent is not None else None,
+        edit_format=d.edit_format,
     )
 
 

@@ -23,6 +23,8 @@ from spade.types import CorpusDoc, Message
 Difficulty = Literal["easy", "medium", "hard"]
 """Target difficulty of a designed environment."""
 
+EditFormat = Literal["file", "patch"]
+"""``file``: the edit is the complete modified module; ``patch``: SEARCH/REPLACE blocks applied to the parent."""
 Mode = Literal["generate", "edit"]
 """``generate``: write an environment from scratch; ``edit``: mutate a parent environment from memory."""
 
@@ -68,6 +70,8 @@ class DesignRequest:
     negatives: tuple[Negative, ...] = ()
     parent: Exemplar | None = None
     """The environment to mutate; required in ``edit`` mode."""
+    edit_format: EditFormat = "file"
+    """``edit`` mode: ask for the complete modified file or for SEARCH/REPLACE blocks."""
 
     def __post_init__(self) -> None:
         setting_of(self.skill)  # raises ValueError naming the known skills
@@ -215,6 +219,17 @@ Keep the interface working and keep solution() correct under the new rules. Rena
 docstring and observations to match. Output the complete modified module (not a diff) in a single
 ```python block."""
 
+EDIT_INSTRUCTION_PATCH = """Create a NEW environment by editing the parent environment above. Make one meaningful
+change: a rule, a constant (sizes, ranges, budgets), the win condition, or what the observation reveals, so
+that it becomes a different challenge for the target skill at the target difficulty. {advice}
+Keep solution() correct under the new rules. Write only the change, as one or more blocks of this form,
+where SEARCH holds lines copied exactly from the parent and REPLACE holds their new version:
+<<<<<<< SEARCH
+        self.size = 4
+=======
+        self.size = 6
+>>>>>>> REPLACE"""
+
 HINT_SYSTEM_GAMES = """You read the code of a text environment and its first observation, and write a short
 hint for a player who cannot see the code. Give the key insight or strategy and the expected action format, in
 1-3 sentences and at most {max_words} words. Never state the answer, hidden values or the sequence of winning
@@ -347,7 +362,9 @@ def build_design_messages(
             f"PARENT ENVIRONMENT `{parent.env_id}` ({_stats(parent)}), complete code:\n"
             f"```python\n{parent.code.rstrip()}\n```",
             _negatives_block(req.negatives, example_chars),
-            EDIT_INSTRUCTION.format(advice=_edit_advice(parent.win_rate)),
+            (EDIT_INSTRUCTION_PATCH if req.edit_format == "patch" else EDIT_INSTRUCTION).format(
+                advice=_edit_advice(parent.win_rate)
+            ),
         ]
     else:
         blocks += [
