@@ -136,7 +136,10 @@ def test_sigkill_at_random_points_then_resume_matches_uninterrupted(tmp_path: Pa
     reference = [*SCRIPTED_FLAGS, "--name", "reference", "--runs-dir", str(tmp_path)]
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "spade.cli", "train", *reference], capture_output=True, timeout=300, check=False
+        [sys.executable, "-m", "spade.cli", "train", *reference],
+        capture_output=True,
+        timeout=300,
+        check=False,
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     duration = time.perf_counter() - started
@@ -174,3 +177,26 @@ def test_metrics_are_json_lines(tmp_path: Path) -> None:
     for line in run.metrics_path.read_text().splitlines():
         row = json.loads(line)
         assert all(isinstance(v, int | float) for v in row.values())
+
+
+@pytest.mark.parametrize("setting", ["games", "tool_use"])
+def test_fixed_pool_baseline_trains_the_agent_only(tmp_path: Path, setting: str) -> None:
+    designer = DesignerConfig(setting=setting, envs_per_regen=3, regen_interval=2)  # type: ignore[arg-type]
+    cfg = scripted_config(tmp_path, "valid", steps=2, mode="fixed_pool", designer=designer)
+    rows = train(cfg).read_metrics()
+    assert [r["step"] for r in rows] == [0, 1]
+    assert all("designer/envs" not in r for r in rows)
+    assert rows[0]["agent/plays"] == 3 * 4
+    assert rows[0].get("agent/status/env_error", 0.0) == 0.0
+
+
+def test_fixed_pool_from_an_official_format_folder(tmp_path: Path) -> None:
+    pool = tmp_path / "pool" / "games"
+    pool.mkdir(parents=True)
+    fixtures = Path(__file__).parents[1] / "src" / "spade" / "envs" / "official_fixtures"
+    for f in fixtures.glob("game_*.py"):
+        (pool / f.name).write_text(f.read_text())
+    cfg = scripted_config(tmp_path, "valid", steps=1, mode="fixed_pool", pool=str(pool.parent))
+    row = train(cfg).read_metrics()[0]
+    assert row["agent/plays"] == 3 * 4
+    assert row.get("agent/status/env_error", 0.0) == 0.0
