@@ -187,7 +187,7 @@ class ToolEnv(TextEnv):
         return self.call_tool(call["name"], call.get("arguments") or {})
 
 
-def function_schema(name: str, description: str, **params: tuple[str, str]) -> dict[str, Any]:
+def function_schema(name: str, description: str, /, **params: tuple[str, str]) -> dict[str, Any]:
     """Build one OpenAI function schema; ``params`` map a name to ``(json_type, description)``, all required."""
     return {
         "type": "function",
