@@ -15,7 +15,12 @@ FIXTURES = Path(__file__).parents[1] / "src" / "spade" / "envs" / "official_fixt
 
 def spade(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "spade.cli", *args], input=stdin, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "spade.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 

@@ -61,7 +61,10 @@ def test_unknown_preset_names_the_known_ones() -> None:
     [
         ({"rollout": RolloutConfig(plays_per_env=1)}, "plays_per_env must be >= 2"),
         ({"designer": DesignerConfig(skills=("juggling",))}, "choose from"),
-        ({"designer": DesignerConfig(setting="tool_use", skills=("logical_deduction",))}, "not tool_use skills"),
+        (
+            {"designer": DesignerConfig(setting="tool_use", skills=("logical_deduction",))},
+            "not tool_use skills",
+        ),
         ({"reward": RewardConfig(delay=500)}, "must be smaller than steps"),
         ({"model": ModelConfig(backend="openai")}, "--model.base-url"),
         ({"rollout": RolloutConfig(hint_plays_per_env=0)}, "hint_plays_per_env >= 1"),
