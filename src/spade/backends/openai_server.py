@@ -118,6 +118,7 @@ class OpenAIPolicy:
         self._slots: asyncio.Semaphore | None = None
         self._adapters = 0
         self._adapter: str | None = None
+        self._base_model = model
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, *, seed: int = 0) -> OpenAIPolicy:
@@ -172,6 +173,7 @@ class OpenAIPolicy:
         tools: Sequence[ToolSchema] | None = None,
         *,
         tool_choice: str | dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> list[ChatReply]:
         """One chat reply per conversation via ``/chat/completions``; failures are error completions.
 
@@ -181,11 +183,15 @@ class OpenAIPolicy:
             tools: function schemas offered to the model.
             tool_choice: sent as is when tools are given (``"none"`` for servers started without a tool
                 parser: calls are then read from the reply text; a named function forces that call).
+            extra: further request fields (server extensions, e.g. vLLM's ``structured_outputs``).
         """
         seeds = self._seeds(params, len(conversations))
+        options = {
+            **(extra or {}),
+            **({"tool_choice": tool_choice} if tools and tool_choice is not None else {}),
+        }
         jobs = (
-            self._chat_one(c, params, tools, tool_choice, s)
-            for c, s in zip(conversations, seeds, strict=True)
+            self._chat_one(c, params, tools, options, s) for c, s in zip(conversations, seeds, strict=True)
         )
         return list(await asyncio.gather(*jobs))
 
@@ -204,6 +210,9 @@ class OpenAIPolicy:
                 "/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(path)}}
             )
             self._control("/reset_prefix_cache", {})
+            if self._adapter is not None:  # the new weights replace base + adapter
+                self._control("/v1/unload_lora_adapter", {"lora_name": self._adapter})
+                self._adapter, self.model = None, self._base_model
         else:
             raise FileNotFoundError(
                 f"{path} holds neither adapter_config.json (a LoRA adapter) nor config.json (a model "
@@ -247,7 +256,7 @@ class OpenAIPolicy:
         messages: Sequence[Message],
         params: SamplingParams,
         tools: Sequence[ToolSchema] | None,
-        tool_choice: str | dict[str, Any] | None,
+        options: dict[str, Any],
         seed: int,
     ) -> ChatReply:
         body = {
@@ -257,10 +266,9 @@ class OpenAIPolicy:
         }
         if tools:
             body["tools"] = list(tools)
-            if tool_choice is not None:
-                body["tool_choice"] = tool_choice
         if self.token_ids:
             body["return_token_ids"] = True
+        body.update(options)
         try:
             data = await self._post("/chat/completions", body)
             return _chat_reply(_first_choice(data), data, tools)
@@ -349,6 +357,8 @@ class OpenAIPolicy:
         self._adapters += 1
         name = f"spade-adapter-{self._adapters}"
         self._control("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
+        if self._adapter is None:
+            self._base_model = self.model
         previous, self._adapter, self.model = self._adapter, name, name
         if previous:
             self._control("/v1/unload_lora_adapter", {"lora_name": previous})
