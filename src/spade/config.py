@@ -153,8 +153,6 @@ class DesignerConfig:
     max_tokens: int = 8192
     temperature: float = 0.6
     hint_max_tokens: int = 512
-    attempts: int = 1
-    """Design attempts per slot; each failed attempt is a penalised designer sample."""
     difficulty: Difficulty = "medium"
     """Target difficulty stated in the designer prompt (the released recipe always asks for medium)."""
     example_code_chars: int = 3000
@@ -374,7 +372,9 @@ CPU_TINY = TrainConfig(
         memory_examples=1,
         negative_examples=0,
         doc_tokens=96,
-        max_tokens=640,
+        max_tokens=320,
+        example_code_chars=1500,
+        worked_example_chars=6000,
         temperature=0.7,
         hint_max_tokens=48,
     ),

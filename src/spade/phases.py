@@ -138,7 +138,9 @@ async def design_phase(
                          edit_fraction=d.edit_fraction, rng=rng)  # fmt: skip
     requests = [_request(cfg, c, slot, rng, step) for slot in slots]
     params = SamplingParams(temperature=d.temperature, max_tokens=d.max_tokens)
-    designs = await designer.design(c.policy, requests, params, doc_tokens=d.doc_tokens)
+    designs = await designer.design(
+        c.policy, requests, params, doc_tokens=d.doc_tokens, example_chars=d.example_code_chars
+    )
     t0 = time.perf_counter()
     reports = await _check_all(cfg, c, designs, step)
     check_s = time.perf_counter() - t0
@@ -167,7 +169,8 @@ def _request(
     return DesignRequest(
         skill=slot.skill,
         mode=mode,
-        worked_example=designer.pick_worked_example(d.setting, slot.skill, rng),
+        worked_example=designer.pick_worked_example(d.setting, slot.skill, rng, d.worked_example_chars),
+        difficulty=d.difficulty,
         document=c.sampler.sample() if c.sampler is not None else None,
         examples=tuple(designer.exemplar(e) for e in examples if parent is None or e.env_id != parent.env_id),
         negatives=tuple(designer.negative(n) for n in negatives),
@@ -223,8 +226,11 @@ async def _hint(
             request = await _hint_request(cfg, c, c.memory.get(o.env_id), step)
             if request is not None:
                 requests.append(request)
-    params = SamplingParams(temperature=0.3, max_tokens=cfg.designer.hint_max_tokens)
-    hints = await write_hints(c.policy, requests, params)
+    d = cfg.designer
+    params = SamplingParams(temperature=d.hint_temperature, max_tokens=d.hint_max_tokens)
+    hints = await write_hints(
+        c.policy, requests, params, max_words=d.hint_max_words, max_chars=d.hint_max_chars
+    )
     by_env = {h.env_id: h.hint for h in hints}
     for env_id, hint in by_env.items():
         if hint:

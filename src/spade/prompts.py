@@ -357,10 +357,14 @@ def build_design_messages(
         parent = req.parent
         if parent is None:
             raise ValueError("edit mode needs a parent environment; pass parent= or use mode='generate'")
+        # A patch only needs the lines it changes, so a long parent is shown cut (at a line boundary).
+        patch = req.edit_format == "patch"
+        shown = truncate_code(parent.code, example_chars) if patch else parent.code
         blocks += [
             contract,
-            f"PARENT ENVIRONMENT `{parent.env_id}` ({_stats(parent)}), complete code:\n"
-            f"```python\n{parent.code.rstrip()}\n```",
+            f"PARENT ENVIRONMENT `{parent.env_id}` ({_stats(parent)}), "
+            + ("code (edit only lines shown here):" if patch and shown != parent.code else "complete code:")
+            + f"\n```python\n{shown.rstrip()}\n```",
             _negatives_block(req.negatives, example_chars),
             (EDIT_INSTRUCTION_PATCH if req.edit_format == "patch" else EDIT_INSTRUCTION).format(
                 advice=_edit_advice(parent.win_rate)
