@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,30 @@ def test_conversion_is_reused_and_respects_the_cache_env(
     monkeypatch.setenv("SPADE_CACHE_DIR", str(root))
     assert convert_gguf(embedded_gguf()) == target
     assert convert_gguf(embedded_gguf(), cache_dir=digest_folder.parent.parent) == digest_folder
+
+
+def test_parallel_conversions_convert_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from spade.backends import embedded  # noqa: PLC0415 -- patch the module's converter
+
+    calls: list[Path] = []
+
+    def fake_write(gguf: Path, digest: str, out: Path) -> None:
+        calls.append(out)
+        time.sleep(0.2)  # a slow conversion that others must wait for, not repeat
+        (out / "config.json").write_text("{}")
+        (out / MANIFEST).write_text(json.dumps({"format": embedded.MANIFEST_FORMAT, "source_sha256": digest}))
+
+    monkeypatch.setattr(embedded, "_write_converted", fake_write)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"not really a gguf")
+    with ThreadPoolExecutor(4) as pool:
+        folders = list(pool.map(lambda _: convert_gguf(gguf, cache_dir=tmp_path / "c"), range(4)))
+    assert len(set(folders)) == 1
+    assert len(calls) == 1
+    assert calls[0] != folders[0]  # written under a temporary name, then renamed into place
+    assert [p.name for p in (tmp_path / "c" / "models").iterdir() if not p.name.endswith(".lock")] == [
+        folders[0].name
+    ]
 
 
 # -- sampling ------------------------------------------------------------------------------------------------

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import asyncio
+import re
+import statistics
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from spade.backends.embedded import write_tiny_model
+from spade.backends.embedded import resolve_model, write_tiny_model
 from spade.backends.hf import HFPolicy
+from spade.backends.template import TokenStream
 from spade.backends.trainer import TorchTrainer, pack_micro_batches
 from spade.config import ModelConfig, TrainerConfig
-from spade.types import TrainSample
+from spade.types import SamplingParams, TrainSample
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -166,5 +170,94 @@ def test_degenerate_batches(tiny_dir: Path) -> None:
         trainer.train_step([ragged])
 
 
-def _flat(xs: Sequence[Sequence[float]]) -> list[float]:
-    return [x for row in xs for x in row]
+# -- the real embedded model ---------------------------------------------------------------------------------
+
+
+def _chat_prompt(policy: HFPolicy, text: str) -> list[int]:
+    return policy.template.render([{"role": "user", "content": text}], add_generation_prompt=True)
+
+
+def _two_turn_samples(policy: HFPolicy, seed: int) -> list[TrainSample]:
+    params = SamplingParams(temperature=0.7, top_p=0.95, max_tokens=12, seed=seed)
+    streams = [
+        TokenStream(policy.template, _chat_prompt(policy, q)) for q in ("What is 2 + 2?", "Name a colour.")
+    ]
+    for turn in range(2):  # two turns: the second prompt is the first stream plus a suffix render
+        replies = asyncio.run(policy.sample([s.tokens_T for s in streams], params))
+        for stream, reply in zip(streams, replies, strict=True):
+            stream.add_completion(reply)
+            if turn == 0:
+                stream.add_messages([{"role": "user", "content": "Are you sure?"}])
+    return [s.train_sample(advantage=1.0, role="agent") for s in streams]
+
+
+def _max_diff(trainer: TorchTrainer, samples: list[TrainSample]) -> tuple[float, int]:
+    diffs = [
+        abs(recomputed - recorded)
+        for sample, row in zip(samples, trainer.logprobs(samples), strict=True)
+        for recomputed, recorded, m in zip(row, sample.sample_logprobs_T[1:], sample.mask_T[1:], strict=True)
+        if m
+    ]
+    return max(diffs), len(diffs)
+
+
+@pytest.mark.slow
+def test_sampling_logprobs_match_the_trainer_recompute(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = HFPolicy(resolve_model("embedded"), device="cpu")
+    trainer = TorchTrainer(TrainerConfig(lr=1e-3, lora_rank=8), ModelConfig(device="cpu"))
+    fresh, n = _max_diff(trainer, _two_turn_samples(policy, seed=0))
+    trainer.train_step(_two_turn_samples(policy, seed=1))  # then after an update: merged LoRA in the policy
+    policy.load_weights(trainer.export_weights(tmp_path / "adapter"))
+    updated, _ = _max_diff(trainer, _two_turn_samples(policy, seed=2))
+    with capsys.disabled():
+        print(
+            f"\nlogprob max abs diff sampler vs trainer ({n} tokens): {fresh:.2e}; after an update {updated:.2e}"
+        )
+    # Both are float32 raw-model log-softmaxes; KV-cached, left-padded decoding vs one full forward (and a
+    # merged vs unmerged adapter) differ by round-off (~1e-5). A real mismatch (temperature-scaled values,
+    # an off-by-one alignment, stale weights) is >= 0.01.
+    assert fresh < 1e-3
+    assert updated < 1e-3
+
+
+@pytest.mark.slow
+def test_grpo_steps_raise_a_toy_reward(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = HFPolicy(resolve_model("embedded"), device="cpu")
+    trainer = TorchTrainer(TrainerConfig(lr=1e-3, lora_rank=8, lora_alpha=16), ModelConfig(device="cpu"))
+    prompt = _chat_prompt(policy, "Answer yes or no: is the sky blue?")
+    yes_ids = [policy.tokenizer.convert_tokens_to_ids(t) for t in ("Yes", "yes")]
+
+    def reward(text: str) -> float:
+        return float("yes" in re.findall(r"[a-z]+", text.lower()))
+
+    def p_yes() -> float:  # exact probability that the reply starts with yes
+        with torch.no_grad():
+            logits = policy.model(input_ids=torch.tensor([prompt])).logits[0, -1]
+        return float(torch.softmax(logits, -1)[yes_ids].sum())
+
+    def sampled_reward(n: int, seed: int) -> float:
+        replies = policy.generate([prompt] * n, SamplingParams(temperature=1.0, max_tokens=4, seed=seed))
+        return statistics.mean(reward(c.text) for c in replies)
+
+    before = (p_yes(), sampled_reward(16, seed=99))
+    for step in range(2):
+        replies = policy.generate([prompt] * 8, SamplingParams(temperature=1.0, max_tokens=4, seed=step))
+        rewards = [reward(c.text) for c in replies]
+        mean, std = statistics.mean(rewards), statistics.pstdev(rewards)
+        samples = []
+        for reply, r in zip(replies, rewards, strict=True):
+            stream = TokenStream(policy.template, prompt)
+            stream.add_completion(reply)
+            stream.close()
+            samples.append(stream.train_sample(advantage=(r - mean) / std if std else 0.0, role="agent"))
+        trainer.train_step(samples)
+        policy.load_weights(trainer.export_weights(tmp_path / "adapter"))
+    after = (p_yes(), sampled_reward(16, seed=99))
+    with capsys.disabled():
+        print(
+            f"\ntoy reward P(yes first) {before[0]:.3f} -> {after[0]:.3f}, sampled {before[1]} -> {after[1]}"
+        )
+    assert after[0] > before[0] + 0.2
+    assert after[1] > before[1]
