@@ -200,3 +200,13 @@ def test_fixed_pool_from_an_official_format_folder(tmp_path: Path) -> None:
     row = train(cfg).read_metrics()[0]
     assert row["agent/plays"] == 3 * 4
     assert row.get("agent/status/env_error", 0.0) == 0.0
+
+
+def test_llm_review_rung_fails_closed_and_is_counted(tmp_path: Path) -> None:
+    designer = DesignerConfig(envs_per_regen=8, regen_interval=2, skills_per_regen=2, max_tokens=4096)
+    checker = CheckerConfig(probe_episodes=2, exploit_episodes=3, llm_review=True)
+    row = train(
+        scripted_config(tmp_path, "valid", steps=1, designer=designer, checker=checker)
+    ).read_metrics()[0]
+    assert row["designer/rejected/LLM_REVIEW"] >= 1
+    assert 0.0 < row["designer/valid_rate"] < 1.0

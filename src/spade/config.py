@@ -103,6 +103,8 @@ class CheckerConfig:
     """Extra episodes replaying a probe policy that won once, to tell an exploit from luck."""
     max_source_chars: int = 60_000
     llm_review: bool = False
+    """Last rung: the policy itself reviews each environment that passed every check (fail closed: anything
+    but an explicit ACCEPT rejects it, counted as LLM_REVIEW)."""
     reward_min: float = -1.0
     """Smallest per-step reward accepted (the sandbox's hard limit, ``sandbox.reward_min``, is wider)."""
     reward_max: float = 1.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import random
 import time
@@ -19,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from spade import designer
+from spade.actions import last_boxed, strip_reasoning
 from spade.backends.batching import BatchingPolicy
-from spade.checker import CheckReport, check_env
+from spade.checker import CheckReport, Finding, FindingCode, check_env
 from spade.config import TrainConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.hints import HintRequest, hint_metrics, write_hints
 from spade.memory import EnvRecord, EnvStatus, Memory, StoredFinding, seed_sources
-from spade.prompts import DesignRequest
+from spade.prompts import REVIEW_SYSTEM, DesignRequest
 from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
 from spade.skills import skills_for
@@ -143,6 +145,8 @@ async def design_phase(
     )
     t0 = time.perf_counter()
     reports = await _check_all(cfg, c, designs, step)
+    if cfg.checker.llm_review:
+        reports = await _review(c, designs, reports, cfg.designer.hint_max_tokens)
     check_s = time.perf_counter() - t0
     outcomes = []
     for i, (design, report) in enumerate(zip(designs, reports, strict=True)):
@@ -194,6 +198,35 @@ async def _check_all(
             )
 
     return list(await asyncio.gather(*(one(i, x) for i, x in enumerate(designs))))
+
+
+async def _review(
+    c: Components, designs: Sequence[designer.Design], reports: list[CheckReport | None], max_tokens: int
+) -> list[CheckReport | None]:
+    """Rung 9: the policy reviews every accepted environment; no explicit ACCEPT means rejection."""
+    todo = [i for i, r in enumerate(reports) if r is not None and r.ok]
+    prompts = [
+        c.policy.template.render(
+            [
+                {"role": "system", "content": REVIEW_SYSTEM},
+                {"role": "user", "content": f"Skill: {designs[i].skill}\n```python\n{designs[i].code}\n```"},
+            ],
+            add_generation_prompt=True,
+        )
+        for i in todo
+    ]
+    replies = (
+        await c.policy.sample(prompts, SamplingParams(temperature=0.0, max_tokens=max_tokens)) if todo else []
+    )
+    out = list(reports)
+    for i, reply in zip(todo, replies, strict=True):
+        verdict = last_boxed(strip_reasoning(reply.text)) if reply.finish_reason != "error" else None
+        report = reports[i]
+        if report is not None and (verdict or "").strip().upper() != "ACCEPT":
+            why = f"the reviewing model answered {verdict!r}" if verdict else "the review gave no verdict"
+            finding = Finding(FindingCode.LLM_REVIEW, "fatal", "review", f"{why} (fail closed)")
+            out[i] = dataclasses.replace(report, ok=False, findings=(*report.findings, finding))
+    return out
 
 
 def _archive(

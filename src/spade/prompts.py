@@ -230,6 +230,11 @@ where SEARCH holds lines copied exactly from the parent and REPLACE holds their 
         self.size = 6
 >>>>>>> REPLACE"""
 
+REVIEW_SYSTEM = """You review a training environment written as Python code. Accept it only if it is a
+coherent multi-turn task for the stated skill, its observations tell the player what to do, it can be won by
+reasoning (not luck), and it does not reveal the answer. Think briefly, then end with exactly \\boxed{ACCEPT}
+or \\boxed{REJECT}."""
+
 HINT_SYSTEM_GAMES = """You read the code of a text environment and its first observation, and write a short
 hint for a player who cannot see the code. Give the key insight or strategy and the expected action format, in
 1-3 sentences and at most {max_words} words. Never state the answer, hidden values or the sequence of winning

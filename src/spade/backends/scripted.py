@@ -6,6 +6,7 @@ The scripted policy recognises the three kinds of request the loop makes (design
   ``behaviour``, broken code (syntax errors, rewards out of range, no termination) or hostile code (loops,
   ``os._exit``, memory bombs, sockets);
 * hint: a strategy hint;
+* review: ACCEPT for quizzes of up to 4 questions, REJECT otherwise;
 * play: the right answer to the last question when a hint is in the conversation, otherwise the right
   answer with probability ``skill`` (which grows with each ``load_weights``), else a wrong one.
 
@@ -28,6 +29,7 @@ from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSa
 Behaviour = Literal["valid", "broken", "hostile", "mixed"]
 
 _DESIGN_MARKERS = (prompts.SYSTEM_GAMES[:60], prompts.SYSTEM_TOOLS[:60])
+_REVIEW_MARKER = prompts.REVIEW_SYSTEM[:50]
 _HINT_MARKERS = (prompts.HINT_SYSTEM_GAMES[:40], prompts.HINT_SYSTEM_TOOLS[:40])
 _SKILL = re.compile(r"TARGET SKILL: [^(]*\(`([a-z_]+)`\)")
 _QUESTION = re.compile(r"What is (-?\d+) ([+\-*]) (-?\d+)\?")
@@ -199,7 +201,11 @@ class ScriptedPolicy:
 
     def _complete(self, prompt: str, params: SamplingParams) -> Completion:
         self.requests += 1
-        if any(m in prompt for m in _DESIGN_MARKERS):
+        if _REVIEW_MARKER in prompt:  # accepts short quizzes only, so reviews both accept and reject
+            text = (
+                "\\boxed{REJECT}" if "(5 questions)" in prompt else "Coherent and winnable. \\boxed{ACCEPT}"
+            )
+        elif any(m in prompt for m in _DESIGN_MARKERS):
             text = design_reply(prompt, self.behaviour)
         elif any(m in prompt for m in _HINT_MARKERS):
             text = "Work each question out exactly before answering; one mistake ends the game."

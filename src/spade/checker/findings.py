@@ -11,7 +11,16 @@ Severity = Literal["fatal", "warning", "info"]
 """``fatal`` rejects the environment; ``warning`` is reported but accepted; ``info`` is a note."""
 
 Stage = Literal[
-    "parse", "static", "load", "determinism", "steps", "termination", "tools", "feasibility", "exploit"
+    "parse",
+    "static",
+    "load",
+    "determinism",
+    "steps",
+    "termination",
+    "tools",
+    "feasibility",
+    "exploit",
+    "review",
 ]
 """Rungs of the ladder, in the order they run (SPEC §5); the ladder stops after the first fatal rung."""
 
@@ -101,6 +110,8 @@ class FindingCode(enum.Enum):
     """One seed's multi-step solution wins every other seed too: the agent can memorise it."""
     ANSWER_LEAK = "ANSWER_LEAK"
     """The first observation prints the winning answer."""
+    LLM_REVIEW = "LLM_REVIEW"
+    """The optional last rung: the reviewing model did not explicitly accept the environment (fail closed)."""
 
 
 _FATAL: Severity = "fatal"
