@@ -100,6 +100,8 @@ class TorchTrainer:
         )
         if self.accelerator is not None:
             self.model, self.optimizer = self.accelerator.prepare(self.model, self.optimizer)
+        # Dropout stays off (eval mode) while training too, so the trainer's log-probs are the sampler's.
+        self.model.eval()
         self.step = 0
 
     @classmethod
@@ -147,7 +149,6 @@ class TorchTrainer:
                 "train/skipped": 1.0,
                 "time/train_step_s": time.perf_counter() - start,
             }
-        self.model.train()
         groups = pack_micro_batches([len(s.tokens_T) for s in mine], self.cfg.micro_batch_tokens)
         parts: list[LossParts] = []
         for k, group in enumerate(groups):
@@ -220,7 +221,6 @@ class TorchTrainer:
 
     def logprobs(self, samples: Sequence[TrainSample]) -> list[list[float]]:
         """Per-token log-probabilities (aligned with ``tokens_T[1:]``) under the current weights."""
-        self.model.eval()
         out: list[list[float]] = []
         with torch.no_grad():
             for sample in samples:
