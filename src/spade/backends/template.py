@@ -193,17 +193,17 @@ class TokenStream:
         return cls(template, template.render(messages, tools, add_generation_prompt=True))
 
     @property
-    def tokens_T(self) -> tuple[int, ...]:  # noqa: N802 -- shape suffix convention
+    def tokens_T(self) -> tuple[int, ...]:
         """All tokens so far: the next prompt to sample from."""
         return tuple(self._tokens)
 
     @property
-    def mask_T(self) -> tuple[int, ...]:  # noqa: N802 -- shape suffix convention
+    def mask_T(self) -> tuple[int, ...]:
         """1 on sampled assistant tokens, 0 elsewhere."""
         return tuple(self._mask)
 
     @property
-    def logprobs_T(self) -> tuple[float, ...]:  # noqa: N802 -- shape suffix convention
+    def logprobs_T(self) -> tuple[float, ...]:
         """Sampling logprobs on sampled tokens, 0 elsewhere."""
         return tuple(self._logprobs)
 
