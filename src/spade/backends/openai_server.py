@@ -22,7 +22,8 @@ request is thus ``(retries + 1) * timeout_s`` plus the backoff.
 Weight sync (:meth:`OpenAIPolicy.load_weights`) targets a vLLM server started by
 :func:`spade.backends.vllm_server.launch_vllm_server`: a LoRA adapter is hot-loaded under a new name (later
 requests use it, the previous one is unloaded); a full model folder is reloaded in place through the
-development endpoint ``/collective_rpc`` and the prefix cache is reset.
+development endpoint ``/collective_rpc`` and the prefix cache is reset. The server reads the folder itself,
+so it must see the same filesystem (same machine or a shared mount).
 """
 
 from __future__ import annotations
