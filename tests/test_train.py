@@ -68,7 +68,7 @@ def scripted_config(
 
 
 def _stable(rows: list[dict[str, object]]) -> list[dict[str, object]]:
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+    return [{k: v for k, v in r.items() if not k.startswith(("time/", "speed/"))} for r in rows]
 
 
 def _memory_dump(run_dir: Path) -> list[tuple[object, ...]]:
@@ -82,7 +82,8 @@ def _memory_dump(run_dir: Path) -> list[tuple[object, ...]]:
 
 
 def test_valid_designs_give_regret_and_metrics(tmp_path: Path) -> None:
-    run = train(scripted_config(tmp_path, "valid"))
+    designer = DesignerConfig(envs_per_regen=6, regen_interval=2, skills_per_regen=2, max_tokens=4096)
+    run = train(scripted_config(tmp_path, "valid", designer=designer))
     rows = run.read_metrics()
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
     first = rows[0]
@@ -90,6 +91,8 @@ def test_valid_designs_give_regret_and_metrics(tmp_path: Path) -> None:
                 "memory/size", "time/design_s", "time/check_s", "time/play_s", "time/update_s"):  # fmt: skip
         assert key in first, key
     assert first["designer/valid_rate"] == 1.0
+    assert any("loss/agent" in r for r in rows)
+    assert any("loss/designer" in r for r in rows)
     # the scripted agent always wins with the hint and rarely without it: regret is large and positive
     assert first["agent/win_rate_hint"] == 1.0
     assert first["designer/regret_mean"] > 0.3

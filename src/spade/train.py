@@ -220,7 +220,6 @@ def _score_agent(
     metrics: dict[str, Any] = {
         "agent/plays": float(len(plain)),
         "agent/win_rate": _mean([t.success for t in plain]),
-        "agent/win_rate_hint": _mean([t.success for t in hinted]),
         "agent/return_mean": _mean([t.episode_return for t in plain]),
         "agent/turns_mean": _mean([len(t.transitions) for t in plain]),
         "agent/samples_kept": float(len(samples)),
@@ -228,6 +227,8 @@ def _score_agent(
         "agent/sampled_tokens": float(sum(sum(t.mask_T) for t in trajectories)),
         **status_counts(plain, "agent"),
     }
+    if hinted:  # only regeneration steps play the hinted arm
+        metrics["agent/win_rate_hint"] = _mean([t.success for t in hinted])
     return samples, metrics, per_env
 
 
@@ -293,7 +294,8 @@ def _summary(cfg: TrainConfig, row: dict[str, Any], eta_s: float) -> str:
     if "designer/envs" in row:
         valid = round(row["designer/valid_rate"] * row["designer/envs"])
         parts.append(f"envs valid {valid}/{int(row['designer/envs'])}")
-    parts.append(f"win {row['agent/win_rate']:.2f} (hint {row['agent/win_rate_hint']:.2f})")
+    hint = f" (hint {row['agent/win_rate_hint']:.2f})" if "agent/win_rate_hint" in row else ""
+    parts.append(f"win {row['agent/win_rate']:.2f}{hint}")
     if "designer/regret_mean" in row:
         parts.append(f"regret {row['designer/regret_mean']:+.2f}")
     parts.append(f"{row['speed/sampled_tokens_per_s']:.0f} tok/s")

@@ -246,12 +246,12 @@ class ScriptedTrainer:
         """Count one update; report sample statistics."""
         self.updates += 1
         tokens = sum(sum(s.mask_T) for s in samples)
-        adv = [s.advantage for s in samples]
-        return {
-            "loss": -sum(adv) / max(len(adv), 1),
-            "tokens": float(tokens),
-            "samples": float(len(samples)),
-        }
+        out = {"train/tokens": float(tokens), "train/sequences": float(len(samples))}
+        for role in ("agent", "designer"):
+            adv = [s.advantage for s in samples if s.role == role]
+            if adv:
+                out[f"loss/{role}"] = -sum(adv) / len(adv)
+        return out
 
     def export_weights(self, path: Path) -> Path:
         """Write the skill for ScriptedPolicy.load_weights."""

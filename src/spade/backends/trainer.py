@@ -136,7 +136,7 @@ class TorchTrainer:
     # -- Trainer ---------------------------------------------------------------------------------------------
 
     def train_step(self, samples: Sequence[TrainSample]) -> dict[str, float]:
-        """One optimiser step over ``samples``; returns ``train/*`` and ``time/*`` metrics."""
+        """One optimiser step over ``samples``; returns ``train/*``, ``loss/<role>`` and ``time/*`` metrics."""
         start = time.perf_counter()
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -149,20 +149,31 @@ class TorchTrainer:
                 "train/skipped": 1.0,
                 "time/train_step_s": time.perf_counter() - start,
             }
-        groups = pack_micro_batches([len(s.tokens_T) for s in mine], self.cfg.micro_batch_tokens)
+        # Micro-batches never mix roles, so the loss of each role can be reported on its own.
+        batches = [
+            (role, [of_role[i] for i in group])
+            for role in ("agent", "designer")
+            if (of_role := [s for s in mine if s.role == role])
+            for group in pack_micro_batches([len(s.tokens_T) for s in of_role], self.cfg.micro_batch_tokens)
+        ]
         parts: list[LossParts] = []
-        for k, group in enumerate(groups):
-            with self._no_sync(last=k == len(groups) - 1):
-                part = self._micro_step([mine[i] for i in group], scale=world / tokens)
+        role_loss: dict[str, float] = {}
+        for k, (role, batch) in enumerate(batches):
+            with self._no_sync(last=k == len(batches) - 1):
+                part = self._micro_step(batch, scale=world / tokens)
             parts.append(part)
+            role_loss[role] = role_loss.get(role, 0.0) + float(part.loss_sum)
         grad_norm = self._clip_and_step()
         self.step += 1
         metrics = _summarise(parts, tokens)
+        for role, loss_sum in role_loss.items():
+            role_tokens = sum(_loss_tokens(s) for s in mine if s.role == role)
+            metrics[f"loss/{role}"] = loss_sum / max(role_tokens, 1)
         metrics.update(
             {
                 "train/grad_norm": grad_norm,
                 "train/sequences": float(len(samples)),
-                "train/micro_batches": float(len(groups)),
+                "train/micro_batches": float(len(batches)),
                 "train/peak_mem_mb": self._peak_memory_mb(),
                 "time/train_step_s": time.perf_counter() - start,
             }
