@@ -200,6 +200,8 @@ def open_playable(env_or_file: str, max_turns: int | None = None) -> Iterator[Pl
         return
     path = Path(env_or_file)
     if not path.is_file():
-        raise FileNotFoundError(f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)")
+        raise FileNotFoundError(
+            f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)"
+        )
     with Sandbox() as sandbox, sandbox.open(path.read_text(), filename=str(path), max_turns=max_turns) as env:
         yield env
