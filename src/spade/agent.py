@@ -14,6 +14,7 @@ from typing import Any
 
 from spade.actions import last_boxed, parse_action, strip_reasoning
 from spade.backends.template import TokenStream, TurnTemplate
+from spade.backends.toolcalls import parse_tool_calls
 from spade.config import PlayConfig
 from spade.rewards import episode_return, is_success, with_format_reward
 from spade.sandbox import EnvInstance, SandboxError
@@ -23,7 +24,7 @@ from spade.types import (
     PlayStatus,
     Policy,
     SamplingParams,
-    ToolCall,
+    ToolSchema,
     Trajectory,
     Transition,
 )
@@ -54,8 +55,9 @@ class Episode:
 class _Play:
     """The mutable state of one episode while it runs."""
 
-    def __init__(self, stream: TokenStream) -> None:
+    def __init__(self, stream: TokenStream, tools: list[ToolSchema]) -> None:
         self.stream = stream
+        self.tools = tools
         self.transitions: list[Transition] = []
         self.rewards: list[float] = []
         self.well_formed = True
@@ -82,7 +84,7 @@ async def play_episode(
         {"role": "system", "content": TOOL_SYSTEM if is_tool_env else GAME_SYSTEM},
         {"role": "user", "content": obs},
     ]
-    play = _Play(TokenStream.from_messages(template, messages, tools or None))
+    play = _Play(TokenStream.from_messages(template, messages, tools or None), tools)
     # One parameter set for every turn of every episode, so concurrent requests batch together.
     params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.turn_tokens)
     for _ in range(cfg.max_turns):
@@ -115,7 +117,7 @@ async def _take_turn(
     """Apply one reply to the environment; returns whether the episode is over."""
     reply = completion.text
     body = strip_reasoning(reply)
-    calls = parse_tool_calls(body) if is_tool_env and not _ANSWER.search(body) else []
+    calls = parse_tool_calls(body, play.tools) if is_tool_env and not _ANSWER.search(body) else []
     if calls:
         outputs = [await env.acall_tool(c.name, c.arguments) for c in calls]
         tool_messages: list[Message] = [
@@ -140,13 +142,6 @@ async def _take_turn(
         return True
     play.stream.add_messages([{"role": "user", "content": next_obs}])
     return False
-
-
-def parse_tool_calls(text: str) -> list[ToolCall]:
-    """Tool calls in a reply (JSON ``<tool_call>`` blocks and the XML function form)."""
-    from spade.backends.toolcalls import parse_tool_calls as parse  # noqa: PLC0415 - optional backend module
-
-    return list(parse(text))
 
 
 def _finish(episode: Episode, play: _Play, cfg: PlayConfig) -> Trajectory:
