@@ -27,4 +27,4 @@ lint:
 	$(BIN)/mypy
 
 test: setup lint
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2
