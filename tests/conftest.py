@@ -7,8 +7,28 @@ from pathlib import Path
 
 import pytest
 
-from spade.backends.embedded import resolve_model
+from spade.backends.embedded import resolve_model, write_tiny_model
 from spade.backends.vllm_server import ServerProcess, launch_vllm_server
+
+# -- torch models -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """Run a module's torch work on one thread (tiny matmuls on 2 shared cores: no OpenMP spin contention)."""
+    import torch  # noqa: PLC0415 - only the modules that use torch pay for the import
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Llama folder (fast real-model tests)."""
+    return write_tiny_model(tmp_path_factory.mktemp("tiny"))
+
 
 # -- vLLM OpenAI server (openai backend tests) ------------------------------------------------------------
 

@@ -5,32 +5,19 @@ from __future__ import annotations
 import asyncio
 import re
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from spade.backends.embedded import resolve_model, write_tiny_model
+from spade.backends.embedded import resolve_model
 from spade.backends.hf import HFPolicy
 from spade.backends.template import TokenStream
 from spade.backends.trainer import TorchTrainer, pack_micro_batches
 from spade.config import ModelConfig, TrainerConfig
 from spade.types import SamplingParams, TrainSample
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    # Tiny matmuls on a shared 2-core machine: one thread avoids OpenMP spin contention (4x faster here).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_model(tmp_path_factory.mktemp("tiny"))
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _trainer(tiny_dir: Path, **kw: object) -> TorchTrainer:
