@@ -247,7 +247,10 @@ def test_real_token_in_token_out(real: OpenAIPolicy) -> None:
     params = SamplingParams(max_tokens=12, temperature=1.0, seed=7)
     first = asyncio.run(real.sample([p, p, p], params))
     again = asyncio.run(real.sample([p, p, p], params))
-    assert first == again  # seeded: reproducible
+    # seeded sampling repeats the tokens; logprobs may differ by float round-off between CPU batches
+    assert [c.token_ids_T for c in again] == [c.token_ids_T for c in first]
+    for a, b in zip(again, first, strict=True):
+        assert a.logprobs_T == pytest.approx(b.logprobs_T, abs=1e-3)
     assert len({c.token_ids_T for c in first}) > 1  # equal prompts of a group draw different samples
     for c in first:
         assert c.finish_reason in ("stop", "length")
