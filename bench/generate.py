@@ -195,7 +195,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--lora-rank", type=int, default=0, help="vllm engines' max LoRA rank (0: LoRA off)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
-    parser.add_argument("--section-timeout", type=float, default=1200.0)
+    parser.add_argument("--section-timeout", type=float, default=3600.0)
     parser.add_argument("--section", choices=SECTIONS, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
