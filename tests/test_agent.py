@@ -140,3 +140,12 @@ def test_crashing_environment_is_recorded_not_raised() -> None:
     t = asyncio.run(run())
     assert t.status is PlayStatus.ENV_ERROR
     assert "crash" in t.error
+
+
+def test_cut_reply_can_still_act_and_earns_graded_format_credit() -> None:
+    cfg = PlayConfig(max_turns=2, turn_tokens=64, context_tokens=100_000, on_length="act", format_reward=0.1)
+    policy = CannedPolicy(["rambling \\boxed{1 + 1}", "no box at all"], finish="length")
+    t = play("countdown", policy, cfg)
+    assert len(t.transitions) == 2  # both cut replies were played
+    assert t.status is PlayStatus.TURN_BUDGET
+    assert t.episode_return == pytest.approx(0.05)  # one of two replies well-formed

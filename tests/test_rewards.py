@@ -60,8 +60,9 @@ def test_success_needs_termination_and_threshold() -> None:
 
 
 def test_format_reward_only_when_well_formed() -> None:
-    assert with_format_reward(0.0, well_formed=True, bonus=0.1) == pytest.approx(0.1)
-    assert with_format_reward(1.0, well_formed=False, bonus=0.1) == 1.0
+    assert with_format_reward(0.0, well_formed=1.0, bonus=0.1) == pytest.approx(0.1)
+    assert with_format_reward(0.0, well_formed=0.25, bonus=0.1) == pytest.approx(0.025)
+    assert with_format_reward(1.0, well_formed=0.0, bonus=0.1) == 1.0
 
 
 def test_win_rate_counts_successes_not_mean_reward() -> None:

@@ -60,7 +60,7 @@ class _Play:
         self.tools = tools
         self.transitions: list[Transition] = []
         self.rewards: list[float] = []
-        self.well_formed = True
+        self.well_formed = 0
         self.terminated = False
         self.status = PlayStatus.TURN_BUDGET
         self.error = ""
@@ -96,7 +96,7 @@ async def play_episode(
             play.status, play.error = PlayStatus.MODEL_ERROR, completion.error or "policy failed"
             break
         play.stream.add_completion(completion)
-        if completion.finish_reason == "length":
+        if completion.finish_reason == "length" and cfg.on_length == "end":
             play.status = PlayStatus.LENGTH
             break
         try:
@@ -125,14 +125,15 @@ async def _take_turn(
             for i, (c, out) in enumerate(zip(calls, outputs, strict=True))
         ]
         play.transitions.append(Transition(obs, reply, "tool_calls", 0.0, False, False))
+        play.well_formed += 1
         play.stream.add_messages(tool_messages)
         return False
     if is_tool_env:
         action = body.strip()
-        play.well_formed &= bool(_ANSWER.search(body))
+        play.well_formed += bool(_ANSWER.search(body))
     else:
         action = parse_action(reply, cfg.action_mode)
-        play.well_formed &= last_boxed(body) is not None
+        play.well_formed += last_boxed(body) is not None
     next_obs, reward, terminated, truncated, _ = await env.astep(action)
     play.rewards.append(reward)
     play.transitions.append(Transition(next_obs, reply, action, reward, terminated, truncated))
@@ -147,7 +148,7 @@ async def _take_turn(
 def _finish(episode: Episode, play: _Play, cfg: PlayConfig) -> Trajectory:
     ret = episode_return(play.rewards, play.terminated, cfg.return_mode)
     success = is_success(ret, play.terminated, cfg.success_threshold)
-    formatted = play.well_formed and bool(play.transitions)
+    formatted = play.well_formed / len(play.transitions) if play.transitions else 0.0
     return Trajectory(
         env_id=episode.env_id,
         seed=episode.seed,

@@ -77,11 +77,15 @@ class PlayConfig:
     """Agent turn budget per episode (the environment's own max_turns may end it sooner)."""
     context_tokens: int = 32768
     turn_tokens: int = 8192
-    """Per-turn generation budget; a reply cut at this length ends the episode."""
+    """Per-turn generation budget."""
+    on_length: Literal["end", "act"] = "end"
+    """A reply cut at ``turn_tokens``: 'end' ends the episode (the released recipe); 'act' plays the action
+    parsed from the partial reply and goes on (small models rarely stop within a short budget)."""
     temperature: float = 0.6
     top_p: float = 1.0
     format_reward: float = 0.0
-    """Added to the return when every reply was well-formed (0 disables; small models benefit from ~0.1)."""
+    """Added to the return times the fraction of well-formed replies (0 disables; small models benefit
+    from ~0.1)."""
     difficulty: int | None = None
     """Difficulty level passed to seed environments' reset (None: each environment's default)."""
 
@@ -359,7 +363,8 @@ CPU_TINY = TrainConfig(
         action_mode="lenient",
         max_turns=4,
         context_tokens=1536,
-        turn_tokens=48,
+        turn_tokens=64,
+        on_length="act",
         temperature=0.7,
         format_reward=0.1,
         difficulty=0,

@@ -54,9 +54,12 @@ def is_success(episode_return_: float, terminated: bool, threshold: float = 1.0)
     return terminated and episode_return_ >= threshold
 
 
-def with_format_reward(episode_return_: float, well_formed: bool, bonus: float) -> float:
-    """Add ``bonus`` when every reply was well-formed (0 disables it); success uses the plain return."""
-    return episode_return_ + bonus if well_formed else episode_return_
+def with_format_reward(episode_return_: float, well_formed: float, bonus: float) -> float:
+    """Add ``bonus`` times the fraction of well-formed replies (0 disables it); success uses the plain return.
+
+    A fraction rather than all-or-nothing gives a small model a graded signal before its first win.
+    """
+    return episode_return_ + bonus * well_formed
 
 
 def win_rate(successes: Sequence[bool]) -> float:
