@@ -149,3 +149,14 @@ def test_cut_reply_can_still_act_and_earns_graded_format_credit() -> None:
     assert len(t.transitions) == 2  # both cut replies were played
     assert t.status is PlayStatus.TURN_BUDGET
     assert t.episode_return == pytest.approx(0.05)  # one of two replies well-formed
+
+
+def test_lenient_mode_credits_concise_unboxed_actions() -> None:
+    cfg = PlayConfig(
+        max_turns=2, turn_tokens=64, context_tokens=100_000, action_mode="lenient", format_reward=0.1
+    )
+    policy = CannedPolicy(
+        ["I think the move is\n3 + 3", "Let me explain at great length why this is a hard puzzle."]
+    )
+    t = play("countdown", policy, cfg)
+    assert t.episode_return == pytest.approx(0.05)  # the concise reply counts, the rambling one does not

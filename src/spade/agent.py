@@ -39,6 +39,7 @@ TOOL_SYSTEM = (
     "final answer inside <answer>...</answer>."
 )
 HINT_TEMPLATE = "{observation}\n\nHINT: {hint}"
+LENIENT_MAX_CHARS = 24
 _ANSWER = re.compile(r"<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
 
 
@@ -133,7 +134,7 @@ async def _take_turn(
         play.well_formed += bool(_ANSWER.search(body))
     else:
         action = parse_action(reply, cfg.action_mode)
-        play.well_formed += last_boxed(body) is not None
+        play.well_formed += _well_formed_game_action(body, action, cfg)
     next_obs, reward, terminated, truncated, _ = await env.astep(action)
     play.rewards.append(reward)
     play.transitions.append(Transition(next_obs, reply, action, reward, terminated, truncated))
@@ -143,6 +144,13 @@ async def _take_turn(
         return True
     play.stream.add_messages([{"role": "user", "content": next_obs}])
     return False
+
+
+def _well_formed_game_action(body: str, action: str, cfg: PlayConfig) -> bool:
+    """A boxed action; in lenient mode also a concise one (a short final line, as a move should be)."""
+    if last_boxed(body) is not None:
+        return True
+    return cfg.action_mode == "lenient" and 0 < len(action) <= LENIENT_MAX_CHARS and len(action.split()) <= 4
 
 
 def _finish(episode: Episode, play: _Play, cfg: PlayConfig) -> Trajectory:
