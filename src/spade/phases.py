@@ -31,7 +31,7 @@ from spade.prompts import REVIEW_SYSTEM, DesignRequest
 from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
 from spade.skills import skills_for
-from spade.types import EnvSource, Policy, SamplingParams, Trainer, TrainSample
+from spade.types import EnvSource, SamplingParams, Trainer, TrainSample
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,8 +309,3 @@ def _design_metrics(designs: Sequence[designer.Design], outcomes: Sequence[Desig
     for reason, count in Counter(o.reason for o in outcomes if not o.valid).items():
         metrics[f"designer/rejected/{reason}"] = float(count)
     return metrics
-
-
-def policy_of(c: Components) -> Policy:
-    """The batched policy (for callers outside the loop)."""
-    return c.policy

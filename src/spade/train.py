@@ -9,12 +9,10 @@ checkpointed state it starts from: resuming a killed run gives the same results 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -308,8 +306,3 @@ def main(argv: Sequence[str]) -> int:
     from spade.train_cli import run_cli  # noqa: PLC0415 - keeps tyro out of library imports
 
     return run_cli(argv)
-
-
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """The metrics rows of a run (convenience for notebooks and tests)."""
-    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
