@@ -30,19 +30,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from hf_vs_generate import QUESTIONS  # sibling script: one prompt set for every section
 from spade.backends.embedded import resolve_model
 from spade.types import Completion, SamplingParams
 
-QUESTIONS = [
-    "What is the capital of France?",
-    "Write a short poem about rain.",
-    "Explain what a prime number is.",
-    "List three fruits.",
-    "How do I boil an egg?",
-    "Tell me a fun fact about cats.",
-    "What is 17 times 3?",
-    "Describe the colour blue to someone who cannot see.",
-]
 SECTIONS = ("hf", "vllm", "openai", "train")
 
 
