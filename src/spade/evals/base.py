@@ -1,0 +1,90 @@
+"""The evaluation contract shared by every suite: options in, one result per scored item out.
+
+A suite turns a :class:`~spade.types.Policy` and :class:`EvalOptions` into a list of :class:`ItemResult`
+(one per item, each holding the scores of its episodes). Aggregation (means, bootstrap intervals, category
+rollups), output files and the CLI live elsewhere and work the same for every suite.
+
+Evaluation seeds never overlap training seeds: training draws episode seeds from ``[0, 2**31)``
+(:func:`spade.rollout.episode_seeds`), evaluation from ``[2**31, 2**32)`` (:func:`eval_seed`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from spade.errors import SpadeError
+from spade.types import Policy
+
+EVAL_SEED_BASE = 2**31
+"""Every evaluation seed is at least this; every training episode seed is below it."""
+
+
+class EvalError(SpadeError):
+    """A suite cannot run as asked (unknown suite or task, missing optional package, bad option)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvalOptions:
+    """How to evaluate: the same fields mean the same thing in every suite."""
+
+    episodes: int = 1
+    """Scored episodes (samples) per item."""
+    limit: int | None = None
+    """Score at most this many items per task or category (None: all)."""
+    fewshot: int = 0
+    """Worked examples placed in the conversation before each item (seeds disjoint from scored items)."""
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    """Generation budget per reply."""
+    max_turns: int = 2
+    """Turns per episode where the suite is multi-turn (Reasoning-Gym: feedback after a wrong answer)."""
+    concurrency: int = 32
+    """Episodes in flight at once (the backend batches their requests)."""
+    seed: int = 0
+    """Evaluation seed: with the item index and episode it gives every instance (see :func:`eval_seed`)."""
+    tasks: tuple[str, ...] = ()
+    """Suite-specific selection: task names, categories, environment names or paths (empty: the default)."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Suite-specific task parameters (e.g. ``{"difficulty": "hard"}`` or a generator config)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ItemResult:
+    """The outcome of one item: one score in [0, 1] per episode, and what is needed to read it back."""
+
+    suite: str
+    item_id: str
+    """Stable across runs with the same options, so two policies' results pair up item by item."""
+    category: str
+    scores: tuple[float, ...]
+    detail: dict[str, Any] = field(default_factory=dict)
+    """JSON-safe: the prompt, the replies, the expected answer, an error; written to the per-item JSONL."""
+
+    @property
+    def score(self) -> float:
+        """Mean over the item's episodes (0 when none was scored)."""
+        return sum(self.scores) / len(self.scores) if self.scores else 0.0
+
+
+Progress = Callable[[int, int], None]
+"""Called with (episodes done, episodes total) as a suite makes progress."""
+
+
+class Suite(Protocol):
+    """A held-out benchmark."""
+
+    name: str
+
+    async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
+        """Score every selected item; a failed episode scores 0 and says why in ``detail``, never raises."""
+        ...
+
+
+def eval_seed(seed: int, suite: str, item: str | int, episode: int = 0) -> int:
+    """A seed in ``[2**31, 2**32)`` for one episode of one item; disjoint from every training seed."""
+    digest = hashlib.sha256(f"eval/{seed}/{suite}/{item}/{episode}".encode()).digest()
+    return EVAL_SEED_BASE + (int.from_bytes(digest[:4], "big") & 0x7FFFFFFF)
