@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from spade.memory import (
     EnvStatus,
     Memory,
     MemoryStoreError,
+    archive_sources,
     ast_fingerprint,
     seed_sources,
     source_hash,
@@ -30,6 +33,7 @@ from spade.memory_select import (
     diverse,
     eviction_order,
     plr_weights,
+    pool_batch,
     weighted_sample_without_replacement,
 )
 from spade.types import EnvSource
@@ -425,3 +429,72 @@ def test_warm_start_from_the_seed_library(mem: Memory) -> None:
     assert all(envs.spec(n).setting == "games" for n in names)
     added = mem.warm_start(sources)
     assert added == len(mem.records(status=EnvStatus.VALID)) == len(sources)
+
+
+# -- fixed pools -------------------------------------------------------------------------------------------
+
+
+def _epochs(seed: int) -> Callable[[int], random.Random]:
+    return lambda epoch: random.Random(f"{seed}/{epoch}")
+
+
+def test_pool_batches_play_the_whole_pool_epoch_after_epoch() -> None:
+    ids = [f"p{i:03d}" for i in range(100)]
+    batches = [pool_batch(ids, 24, k, _epochs(0)) for k in range(10)]
+    assert all(len(b) == len(set(b)) == 24 for b in batches)
+    seen = set().union(*batches[: math.ceil(100 / 24)])
+    assert seen == set(ids)  # the whole pool within ceil(100 / 24) regenerations
+    assert len(set().union(*batches[:4])) == 96  # no environment twice before the pool is exhausted
+    stream = [x for b in batches for x in b]  # 240 plays: every id 2 or 3 times, never 1 or 4
+    assert {stream.count(x) for x in ids} <= {2, 3}
+    assert pool_batch(ids, 24, 7, _epochs(0)) == batches[7]  # a pure function of its arguments
+    assert batches[:5] != [pool_batch(ids, 24, k, _epochs(1)) for k in range(5)]  # seeded
+
+
+def test_pool_batches_defer_a_repeat_across_the_epoch_boundary() -> None:
+    ids = ["a", "b", "c"]
+    orders = {0: ["a", "b", "c"], 1: ["c", "a", "b"], 2: ["b", "c", "a"]}
+
+    class Fixed(random.Random):
+        def __init__(self, epoch: int) -> None:
+            super().__init__(0)
+            self.epoch = epoch
+
+        def shuffle(self, x: list[str]) -> None:  # type: ignore[override]
+            x[:] = orders[self.epoch]
+
+    got = [pool_batch(ids, 2, k, Fixed) for k in range(4)]
+    # stream a b | c, then epoch 1's c repeats it (deferred), a | c b | epoch 2: b c
+    assert got == [["a", "b"], ["c", "a"], ["c", "b"], ["b", "c"]]
+    assert pool_batch(ids, 5, 0, Fixed) == ["a", "b", "c"]  # a batch is at most the pool
+    assert pool_batch([], 5, 3, Fixed) == []
+
+
+def test_archive_sources_reads_another_runs_valid_environments(tmp_path: Path) -> None:
+    with Memory.in_run_dir(tmp_path / "other") as other:
+        other.add(_src(1))
+        other.add(_src(2, parent="e1"))
+        other.add(_src(3), status=EnvStatus.REJECTED)
+    before = (tmp_path / "other" / "memory.sqlite").read_bytes()
+    sources = archive_sources(tmp_path / "other")
+    assert [(s.env_id, s.parent_id, s.skill, s.created_step) for s in sources] == [
+        ("pool_e1", None, "logical_deduction", 0),
+        ("pool_e2", "pool_e1", "logical_deduction", 0),
+    ]
+    assert sources[0].code == _code(1)
+    assert (tmp_path / "other" / "memory.sqlite").read_bytes() == before  # opened read-only
+
+
+def test_archive_sources_refuses_what_is_not_an_archive(tmp_path: Path) -> None:
+    with pytest.raises(MemoryStoreError, match="does not exist"):
+        archive_sources(tmp_path)
+    (tmp_path / "memory.sqlite").write_text("not a database")
+    with pytest.raises(MemoryStoreError, match="cannot read the archive"):
+        archive_sources(tmp_path)
+    other = tmp_path / "old"
+    Memory.in_run_dir(other).close()
+    with sqlite3.connect(other / "memory.sqlite") as db:
+        db.execute("UPDATE meta SET value = '999' WHERE key = 'schema'")
+    db.close()
+    with pytest.raises(MemoryStoreError, match="schema 999"):
+        archive_sources(other)

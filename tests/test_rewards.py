@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,12 +11,7 @@ from spade.config import RewardConfig
 from spade.rewards import (
     DESIGNER_REWARDS,
     DesignInputs,
-    DueCredit,
-    PendingCredit,
     agent_advantages,
-    buffer_from_json,
-    buffer_to_json,
-    credit_rewards,
     designer_advantages,
     designer_reward,
     designer_scale,
@@ -26,9 +19,7 @@ from spade.rewards import (
     episode_return,
     invalid_env_reward,
     is_success,
-    paired_regret,
     plateau,
-    release_due,
     win_rate,
     with_format_reward,
 )
@@ -70,26 +61,6 @@ def test_win_rate_counts_successes_not_mean_reward() -> None:
     assert win_rate([True, False, False, True]) == 0.5
     with pytest.raises(ValueError, match="no episodes"):
         win_rate([])
-
-
-# -- regret ------------------------------------------------------------------------------------------------
-
-
-def test_paired_regret_uses_shared_seeds_only() -> None:
-    hinted = [(1, 1.0), (2, 1.0), (3, 0.0), (9, 1.0)]  # seed 9 has no unhinted partner
-    unhinted = [(1, 0.0), (1, 1.0), (2, 0.0), (3, 0.0), (7, 1.0)]  # seed 1 twice -> mean 0.5
-    est = paired_regret(hinted, unhinted)
-    # pairs 1, 2, 3: (1 - 0.5) + (1 - 0) + (0 - 0) = 1.5 over 3
-    assert est.pairs == 3
-    assert est.regret == pytest.approx(0.5)
-    assert est.hint_return == pytest.approx(2 / 3)
-    assert est.nohint_return == pytest.approx(0.5 / 3)
-
-
-def test_paired_regret_without_pairs_is_zero_and_says_so() -> None:
-    est = paired_regret([(1, 1.0)], [(2, 0.0)])
-    assert est.pairs == 0
-    assert est.regret == 0.0
 
 
 # -- designer reward variants ------------------------------------------------------------------------------
@@ -205,58 +176,3 @@ def test_designer_advantages_are_centred_per_skill_and_scaled() -> None:
     np.testing.assert_allclose(adv.advantages_N[:3], [80 / 3, -16 / 3, -64 / 3])
     np.testing.assert_array_equal(adv.advantages_N[3:], [0.0, 0.0, 0.0])
     assert adv.drop_N.tolist() == [False, False, False, True, True, True]
-
-
-# -- delayed credit ----------------------------------------------------------------------------------------
-
-
-def _entry(ref: str, step: int, skill: str = "logic", **kw: object) -> PendingCredit:
-    return PendingCredit(
-        sample_ref=ref, env_id=f"env-{ref}", skill=skill, created_step=step, valid=True, **kw
-    )  # type: ignore[arg-type]
-
-
-def test_release_due_splits_by_age_and_records_staleness() -> None:
-    buffer = (_entry("a", 0), _entry("b", 3), _entry("c", 4), _entry("d", 1))
-    due, rest = release_due(buffer, step=5, delay=2)
-    assert [(d.entry.sample_ref, d.staleness) for d in due] == [("a", 5), ("b", 2), ("d", 4)]
-    assert [e.sample_ref for e in rest] == ["c"]
-    due0, rest0 = release_due(buffer[2:3], step=4, delay=0)
-    assert due0 == (DueCredit(buffer[2], 0),)
-    assert rest0 == ()
-    with pytest.raises(ValueError, match="delay must be >= 0"):
-        release_due(buffer, step=1, delay=-1)
-
-
-def test_buffer_round_trips_through_json() -> None:
-    buffer = (_entry("a", 0, win_rate=0.25, regret=0.5), replace(_entry("b", 2), valid=False))
-    text = json.dumps(buffer_to_json(buffer))
-    assert buffer_from_json(json.loads(text)) == buffer
-
-
-def test_credit_rewards_blend_and_invalid_penalty() -> None:
-    cfg = RewardConfig(variant="blend")
-    due = (
-        DueCredit(_entry("a", 0, win_rate=0.3, regret=0.06), 2),
-        DueCredit(replace(_entry("b", 0), valid=False), 2),
-    )
-    rewards, ema = credit_rewards(due, cfg, {"logic": 0.3})
-    assert rewards == pytest.approx((0.52, -0.5))
-    assert ema == {"logic": 0.3}
-
-
-def test_credit_rewards_learning_potential_updates_ema_per_skill() -> None:
-    cfg = RewardConfig(variant="learning_potential", lp_ema=0.5)
-    due = (
-        DueCredit(_entry("a", 0, win_rate=0.8), 0),
-        DueCredit(_entry("b", 0, win_rate=0.2), 0),
-        DueCredit(_entry("c", 0, skill="math", win_rate=0.6), 0),
-        DueCredit(replace(_entry("d", 0, win_rate=1.0), valid=False), 0),
-    )
-    before = {"logic": 0.4}
-    rewards, ema = credit_rewards(due, cfg, before)
-    # logic against 0.4: |0.8 - 0.4|, |0.2 - 0.4|; math has no baseline yet (0): 0.6; invalid: -0.5
-    assert rewards == pytest.approx((0.4, 0.2, 0.6, -0.5))
-    # logic EMA moves halfway to the valid mean 0.5 -> 0.45; math from 0 halfway to 0.6 -> 0.3
-    assert ema == pytest.approx({"logic": 0.45, "math": 0.3})
-    assert before == {"logic": 0.4}

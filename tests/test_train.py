@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import signal
@@ -17,15 +18,19 @@ import pytest
 from spade.config import (
     CheckerConfig,
     DesignerConfig,
+    MemoryConfig,
     ModelConfig,
     PlayConfig,
     RewardConfig,
     RolloutConfig,
     TrainConfig,
 )
+from spade.credit import EnvStats, PendingCredit
+from spade.memory import EnvStatus, Memory
 from spade.rundir import RunDir
 from spade.sandbox import Limits
-from spade.train import train
+from spade.train import LoopState, _choose_current, _remember, train
+from spade.types import EnvSource
 
 SCRIPTED_FLAGS = [
     "--model.backend", "scripted",
@@ -40,7 +45,8 @@ SCRIPTED_FLAGS = [
     "--designer.max-tokens", "4096",
     "--rollout.plays-per-env", "4",
     "--rollout.hint-plays-per-env", "4",
-    "--reward.variant", "regret",
+    "--reward.variant", "blend",
+    "--reward.delay", "1",  # checkpoints then hold pending credit with its window of plays
     "--checker.probe-episodes", "2",
     "--checker.exploit-episodes", "3",
     "--corpus.no-enabled",
@@ -87,8 +93,9 @@ def test_valid_designs_give_regret_and_metrics(tmp_path: Path) -> None:
     rows = run.read_metrics()
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
     first = rows[0]
-    for key in ("designer/valid_rate", "designer/regret_mean", "agent/win_rate", "agent/win_rate_hint",
-                "memory/size", "time/design_s", "time/check_s", "time/play_s", "time/update_s"):  # fmt: skip
+    for key in ("designer/valid_rate", "designer/regret_mean", "designer/regret_se", "agent/win_rate",
+                "agent/win_rate_hint", "memory/size", "time/design_s", "time/check_s", "time/play_s",
+                "time/update_s"):  # fmt: skip
         assert key in first, key
     assert first["designer/valid_rate"] == 1.0
     assert any("loss/agent" in r for r in rows)
@@ -213,3 +220,104 @@ def test_llm_review_rung_fails_closed_and_is_counted(tmp_path: Path) -> None:
     ).read_metrics()[0]
     assert row["designer/rejected/LLM_REVIEW"] >= 1
     assert 0.0 < row["designer/valid_rate"] < 1.0
+
+
+# -- fixed pool, delayed credit, regret error, typed state -------------------------------------------------
+
+
+def _pool_memory(tmp_path: Path, n: int) -> Memory:
+    memory = Memory.in_run_dir(tmp_path)
+    memory.warm_start(EnvSource(f"X = {i}\n", "logic", f"pool_{i:03d}") for i in range(n))
+    return memory
+
+
+def test_fixed_pool_covers_a_pool_of_100_within_ceil_100_over_24_regenerations(tmp_path: Path) -> None:
+    cfg = TrainConfig(
+        runs_dir=tmp_path, mode="fixed_pool", designer=DesignerConfig(envs_per_regen=24, regen_interval=2)
+    )
+    covered = []
+    with _pool_memory(tmp_path, 100) as memory:
+        for step in range(0, 2 * math.ceil(100 / 24), 2):  # regenerations at steps 0, 2, ..., 8
+            current = _choose_current(cfg, memory, [], step)
+            assert len(set(current)) == 24
+            row: dict[str, object] = {}
+            _remember(cfg, memory, {e: EnvStats(4, 1, 1.0) for e in current}, step, row)
+            covered.append(row["pool/covered"])
+    assert covered == pytest.approx([0.24, 0.48, 0.72, 0.96, 1.0])
+
+
+def test_fixed_pool_replay_option_explores_half_and_replays_half(tmp_path: Path) -> None:
+    memory_cfg = MemoryConfig(pool_order="replay")
+    cfg = TrainConfig(
+        runs_dir=tmp_path,
+        mode="fixed_pool",
+        memory=memory_cfg,
+        designer=DesignerConfig(envs_per_regen=4, regen_interval=1),
+    )
+    with _pool_memory(tmp_path, 10) as memory:
+        first = _choose_current(cfg, memory, [], 0)
+        _remember(cfg, memory, {e: EnvStats(4, 1, 1.0) for e in first}, 0, {})
+        second = _choose_current(cfg, memory, [], 1)
+    assert len(set(first)) == len(set(second)) == 4
+    assert len(set(second) & set(first)) == 2  # PLR replay of played environments
+    assert len(set(second) - set(first)) == 2  # exploration of unplayed ones
+
+
+def test_fixed_pool_run_reports_pool_coverage(tmp_path: Path) -> None:
+    designer = DesignerConfig(envs_per_regen=4, regen_interval=1)  # the seed library holds 6 games
+    rows = train(
+        scripted_config(tmp_path, "valid", steps=2, mode="fixed_pool", designer=designer)
+    ).read_metrics()
+    assert [r["pool/covered"] for r in rows] == pytest.approx([4 / 6, 1.0])
+
+
+def test_fixed_pool_from_another_runs_archive(tmp_path: Path) -> None:
+    source = train(scripted_config(tmp_path, "valid", name="source", steps=1))
+    valid = {r.env_id for r in Memory.in_run_dir(source.root).records(status=EnvStatus.VALID)}
+    cfg = scripted_config(
+        tmp_path, "valid", name="baseline", steps=2, mode="fixed_pool", pool=str(source.root)
+    )
+    rows = train(cfg).read_metrics()
+    assert all(r["agent/plays"] == 3 * 4 for r in rows)
+    assert rows[0].get("agent/status/env_error", 0.0) == 0.0
+    with Memory.in_run_dir(cfg.run_dir) as memory:
+        pool = {r.env_id for r in memory.records(status=EnvStatus.VALID)}
+    assert pool == {f"pool_{e}" for e in valid}
+    assert rows[-1]["pool/covered"] == pytest.approx(3 / len(pool))  # one regeneration of 3
+
+
+def test_delayed_credit_uses_the_window_and_flushes_at_the_end(tmp_path: Path) -> None:
+    # designs at steps 0 and 2 (3 each); delay 3: step 0's are due at step 3, step 2's are flushed then
+    rows = train(
+        scripted_config(tmp_path, "valid", reward=RewardConfig(variant="blend", delay=3))
+    ).read_metrics()
+    assert [r.get("designer/credited", 0.0) for r in rows] == [0.0, 0.0, 0.0, 6.0]
+    last = rows[-1]
+    assert last["designer/staleness_mean"] == pytest.approx((3 * 3 + 3 * 1) / 6)
+    # every environment is played 4 times at its creation step and the next (then replaced): 8 plays
+    assert last["designer/window_plays_mean"] == pytest.approx(8.0)
+    assert "designer/samples_kept" in last
+
+
+def test_regret_from_every_play_has_a_smaller_error(tmp_path: Path) -> None:
+    # The scripted agent always wins with the hint, so here only the unhinted-only plays (seeds 4-7) can
+    # narrow the estimate: the shared-seeds-only estimator ignores them.
+    errors = {}
+    for method in ("paired", "control_variate"):
+        cfg = scripted_config(
+            tmp_path, "valid", name=method, steps=1, rollout=RolloutConfig(plays_per_env=8, hint_plays_per_env=4),
+            reward=RewardConfig(variant="regret", regret_estimator=method),  # type: ignore[arg-type]
+        )  # fmt: skip
+        errors[method] = train(cfg).read_metrics()[0]["designer/regret_se"]
+    assert 0.0 < errors["control_variate"] < errors["paired"]
+
+
+def test_loop_state_round_trips_through_json() -> None:
+    state = LoopState(
+        step=5,
+        current=["a", "b"],
+        credit=[PendingCredit("r", "a", "logic", 4, True, regret=0.2, plays=8, wins=3, return_sum=2.0)],
+        lp_ema={"logic": 0.3},
+        corpus={"cursor": 7},
+    )
+    assert LoopState.from_dict(json.loads(json.dumps(state.to_dict()))) == state

@@ -206,7 +206,13 @@ class RewardConfig:
     designer_scale_cap: float = 50.0
     drop_constant_groups: bool = True
     delay: int = 0
-    """Steps of agent training on a new environment before its designer sample is credited (0: immediate)."""
+    """Steps of agent training on a new environment before its designer sample is credited (0: immediate);
+    win-rate terms use every unhinted play over those steps, regret the creation step's plays (as released)."""
+    rate_measure: Literal["wins", "mean_return"] = "wins"
+    """Win rate of the credit window: fraction of unhinted plays won, or their mean return (as released)."""
+    regret_estimator: Literal["control_variate", "paired", "difference_of_means"] = "control_variate"
+    """Regret from every play with minimal variance, shared seeds only, or mean hinted minus mean unhinted
+    return (as released); see spade.regret."""
     lp_ema: float = 0.1
     """learning_potential variant: rate of the per-skill slow EMA of win rates."""
 
@@ -251,6 +257,9 @@ class MemoryConfig:
     """PLR replay: rank temperature of the regret-score term (smaller: greedier)."""
     replay_staleness: float = 0.3
     """PLR replay: weight of the staleness term (environments not played for a while)."""
+    pool_order: Literal["epochs", "replay"] = "epochs"
+    """fixed_pool mode: 'epochs' plays the whole pool without replacement in a new seeded order each epoch
+    (as released); 'replay': unplayed environments first, the other half of each batch by PLR replay."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +286,8 @@ class TrainConfig:
     mode: Literal["selfplay", "fixed_pool"] = "selfplay"
     """'selfplay': designer and agent (SPADE); 'fixed_pool': agent only, on a fixed pool (the baseline)."""
     pool: str = ""
-    """fixed_pool mode: an official-format pool folder, or empty for the seed library."""
+    """fixed_pool mode: an official-format pool folder, a run directory (the valid environments of its
+    memory.sqlite), or empty for the seed library."""
     model: ModelConfig = field(default_factory=ModelConfig)
     play: PlayConfig = field(default_factory=PlayConfig)
     sandbox: Limits = field(default_factory=Limits)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from spade.config import MemoryConfig
+from spade.errors import SpadeError
 from spade.memory_select import eviction_order, in_band, pick_examples, pick_replay
 from spade.skills import Setting
 from spade.types import EnvSource
@@ -75,7 +76,7 @@ FROM envs e
 """
 
 
-class MemoryStoreError(RuntimeError):
+class MemoryStoreError(SpadeError):
     """The archive file cannot be used as asked; the message says why and what to do."""
 
 
@@ -229,6 +230,40 @@ def seed_sources(setting: Setting) -> list[EnvSource]:
         if spec.source_path is not None:
             out.append(EnvSource(code=spec.source(), skill=spec.skill, env_id=f"seed:{name}"))
     return out
+
+
+def archive_sources(run_dir: str | Path) -> list[EnvSource]:
+    """The valid environments of another run's archive, read-only, as sources (e.g. a fixed pool).
+
+    Ids (and parent ids) become ``pool_<id>`` so they cannot collide with the reading run's own ids; skill
+    and grounding document are kept, and every source counts as created at step 0 of the reading run.
+
+    Raises:
+        MemoryStoreError: ``run_dir`` has no readable archive of this schema version.
+    """
+    path = Path(run_dir) / FILENAME
+    if not path.is_file():
+        raise MemoryStoreError(f"{path} does not exist; point at a run directory that holds {FILENAME}")
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            schema = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            if schema is None or schema[0] != SCHEMA_VERSION:
+                found = "no schema" if schema is None else f"schema {schema[0]}"
+                raise MemoryStoreError(
+                    f"{path} has {found}; this version reads archive schema {SCHEMA_VERSION}"
+                )
+            rows = db.execute(
+                "SELECT env_id, skill, code, parent_id, doc_id FROM envs WHERE status = 'valid' ORDER BY seq"
+            ).fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise MemoryStoreError(f"cannot read the archive {path}: {exc}") from exc
+    return [
+        EnvSource(code, skill, f"pool_{env_id}", f"pool_{parent}" if parent else None, doc)
+        for env_id, skill, code, parent, doc in rows
+    ]
 
 
 class _Hashes(NamedTuple):

@@ -1,14 +1,16 @@
 """Pure selection policies of the environment archive (``spade.memory``).
 
 Prompt examples (learnable band, ranked by regret, diverse), PLR-style replay weights with seeded weighted
-sampling without replacement, and the eviction order used when the archive is over capacity. Functions work
-on any record with the :class:`Candidate` attributes and never touch the database.
+sampling without replacement, fixed-pool batches that play the whole pool epoch after epoch, and the
+eviction order used when the archive is over capacity. Functions work on any record with the
+:class:`Candidate` attributes (or on plain ids) and never touch the database.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
 
@@ -92,6 +94,41 @@ def pick_replay(
         rho,
     )
     return [played[i] for i in weighted_sample_without_replacement(weights, n, rng)]
+
+
+def pool_batch(
+    ids: Sequence[str], size: int, index: int, epoch_rng: Callable[[int], random.Random]
+) -> list[str]:
+    """The ``index``-th batch when a fixed pool is played without replacement, epoch after epoch.
+
+    Epoch ``e`` visits every id once, in ``ids`` order shuffled by ``epoch_rng(e)``; consecutive batches
+    take ``min(size, len(ids))`` distinct ids from that stream. A batch that spans two epochs and would hold
+    an id twice defers the repeat to the start of the next batch. So the first ``ceil(len(ids) / size)``
+    batches play every id, and the result depends only on the arguments (nothing to checkpoint).
+    """
+    if not ids or size <= 0:
+        return []
+    batches = _pool_batches(ids, min(size, len(ids)), epoch_rng)
+    return next(itertools.islice(batches, index, None))
+
+
+def _pool_batches(
+    ids: Sequence[str], size: int, epoch_rng: Callable[[int], random.Random]
+) -> Iterator[list[str]]:
+    def stream() -> Iterator[str]:
+        for epoch in itertools.count():
+            order = list(ids)
+            epoch_rng(epoch).shuffle(order)
+            yield from order
+
+    ahead = stream()
+    deferred: list[str] = []
+    while True:
+        batch, deferred = deferred, []
+        while len(batch) < size:
+            env_id = next(ahead)
+            (deferred if env_id in batch else batch).append(env_id)
+        yield batch
 
 
 def plr_weights(

@@ -26,10 +26,12 @@ from spade.checker import CheckReport, Finding, FindingCode, check_env
 from spade.config import TrainConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.hints import HintRequest, hint_metrics, write_hints
-from spade.memory import EnvRecord, EnvStatus, Memory, StoredFinding, seed_sources
+from spade.memory import FILENAME as MEMORY_FILE
+from spade.memory import EnvRecord, EnvStatus, Memory, StoredFinding, archive_sources, seed_sources
 from spade.prompts import REVIEW_SYSTEM, DesignRequest
 from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
+from spade.seeds import derive_rng, derive_seed
 from spade.skills import skills_for
 from spade.types import EnvSource, SamplingParams, Trainer, TrainSample
 
@@ -101,20 +103,25 @@ def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
     from spade.backends import make_policy, make_trainer  # noqa: PLC0415 - heavy imports on demand
     from spade.sandbox import Sandbox  # noqa: PLC0415
 
-    policy = BatchingPolicy(make_policy(cfg.model, seed=cfg.seed), max_batch=cfg.rollout.max_concurrent_plays)
+    policy = BatchingPolicy(
+        make_policy(cfg.model, seed=derive_seed(cfg.seed, "policy")),
+        max_batch=cfg.rollout.max_concurrent_plays,
+    )
     trainer = make_trainer(cfg)
     sampler = None
     if cfg.mode == "selfplay" and cfg.corpus.enabled:
-        sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=cfg.seed)
+        sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=derive_seed(cfg.seed, "corpus"))
     with Sandbox(limits=cfg.sandbox) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
         yield Components(run, policy, trainer, runner, memory, sampler, _pool(cfg))
 
 
 def _pool(cfg: TrainConfig) -> list[EnvSource]:
-    """The warm-start / fixed-pool environments: the seed library of the setting, or a folder of files."""
+    """The warm-start / fixed-pool environments: the seed library, a run's archive, or a folder of files."""
     if not cfg.pool:
         return seed_sources(cfg.designer.setting)
     folder = Path(cfg.pool)
+    if (folder / MEMORY_FILE).exists():
+        return archive_sources(folder)
     files = sorted((folder / "games").glob("*.py")) or sorted(folder.glob("*.py"))
     if not files:
         raise FileNotFoundError(f"no environment files (*.py or games/*.py) in pool folder {folder}")
@@ -134,7 +141,7 @@ async def design_phase(
 ) -> tuple[list[DesignOutcome], dict[str, Any]]:
     """Design, check, archive and hint one regeneration of environments."""
     d = cfg.designer
-    rng = random.Random(f"{cfg.seed}/{step}/design")
+    rng = derive_rng(cfg.seed, "design", step)
     skills = list(d.skills) or list(skills_for(d.setting))
     slots = designer.plan_slots(skills, d.skills_per_regen, step // d.regen_interval, d.envs_per_regen,
                          edit_fraction=d.edit_fraction, rng=rng)  # fmt: skip
@@ -194,7 +201,7 @@ async def _check_all(
             return None
         async with gate:
             return await asyncio.to_thread(
-                check_env, design.code, c.runner, cfg.checker, seed=cfg.seed * 7919 + step * 101 + i
+                check_env, design.code, c.runner, cfg.checker, seed=derive_seed(cfg.seed, "check", step, i)
             )
 
     return list(await asyncio.gather(*(one(i, x) for i, x in enumerate(designs))))

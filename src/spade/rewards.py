@@ -1,20 +1,18 @@
 """Reward and advantage math (SPEC §8): pure functions, no state beyond what is passed in and returned.
 
 - Episode returns: ``final`` (the released recipe: last step's reward if terminated, else 0) or ``sum``.
-- Hint-based regret over *paired* seeds: the hinted and unhinted arms play the same instances.
+- Hint-based regret: :mod:`spade.regret`; delayed designer credit: :mod:`spade.credit`.
 - Designer reward variants in a small read-only registry selected by ``RewardConfig.variant``.
 - Per-role advantages: agent group z-scores, designer per-skill centring with a fixed scale.
-- Delayed designer credit: a JSON-serialisable buffer and the function that releases entries when due.
 """
 
 from __future__ import annotations
 
-import math
 import types
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -69,47 +67,6 @@ def win_rate(successes: Sequence[bool]) -> float:
     return sum(1 for s in successes if s) / len(successes)
 
 
-# -- regret ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RegretEstimate:
-    """Paired hint-based regret of one environment."""
-
-    regret: float
-    """Mean over shared seeds of R_hint(seed) - R_nohint(seed); 0 when there is no pair."""
-    pairs: int
-    """Seeds played in both arms; 0 means the regret carries no information."""
-    hint_return: float
-    nohint_return: float
-
-
-def _per_seed_mean(plays: Sequence[tuple[int, float]]) -> dict[int, float]:
-    by_seed: dict[int, list[float]] = defaultdict(list)
-    for seed, ret in plays:
-        by_seed[seed].append(ret)
-    return {seed: sum(rets) / len(rets) for seed, rets in by_seed.items()}
-
-
-def paired_regret(
-    hinted: Sequence[tuple[int, float]], unhinted: Sequence[tuple[int, float]]
-) -> RegretEstimate:
-    """Hint-based regret over seed pairs, so both arms are compared on the same instances.
-
-    Args:
-        hinted: ``(seed, return)`` of each finished hinted play (failed plays left out).
-        unhinted: ``(seed, return)`` of each finished unhinted play; several plays of one seed are averaged.
-    """
-    h, u = _per_seed_mean(hinted), _per_seed_mean(unhinted)
-    shared = sorted(h.keys() & u.keys())
-    if not shared:
-        return RegretEstimate(regret=0.0, pairs=0, hint_return=0.0, nohint_return=0.0)
-    mean_h = sum(h[s] for s in shared) / len(shared)
-    mean_u = sum(u[s] for s in shared) / len(shared)
-    regret = sum(h[s] - u[s] for s in shared) / len(shared)
-    return RegretEstimate(regret=regret, pairs=len(shared), hint_return=mean_h, nohint_return=mean_u)
-
-
 # -- designer reward variants ------------------------------------------------------------------------------
 
 
@@ -131,9 +88,9 @@ class DesignInputs:
     """What the designer reward of one valid environment is computed from."""
 
     win_rate: float
-    """Fraction of unhinted plays won (at creation, matched in time with the hinted arm)."""
+    """Win rate of the unhinted plays over the credit window (``RewardConfig.rate_measure``)."""
     regret: float
-    """Paired hint-based regret (0 when no pair was played)."""
+    """Hint-based regret measured at creation, matched in time with the hinted arm (0 without one)."""
     lp_baseline: float = 0.0
     """learning_potential only: the skill's slow EMA of win rates before this regeneration."""
 
@@ -269,98 +226,3 @@ def designer_advantages(rewards_N: Sequence[float], skills_N: Sequence[str], sca
         else:
             adv[idx] = (g - g.mean()) * scale
     return Advantages(adv, drop)
-
-
-# -- delayed designer credit -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCredit:
-    """A designer sample waiting for its reward (JSON round trip via ``to_dict`` / ``from_dict``)."""
-
-    sample_ref: str
-    """Key of the stored designer sample (tokens and sampling logprobs live with the caller)."""
-    env_id: str
-    skill: str
-    created_step: int
-    valid: bool
-    """False: the environment was rejected and the sample earns ``invalid_penalty``."""
-    win_rate: float = 0.0
-    """Unhinted win rate at creation (matched in time with ``regret``)."""
-    regret: float = 0.0
-    """Paired regret measured at creation."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PendingCredit:
-        """Rebuild an entry written by ``to_dict``."""
-        return cls(
-            sample_ref=str(data["sample_ref"]),
-            env_id=str(data["env_id"]),
-            skill=str(data["skill"]),
-            created_step=int(data["created_step"]),
-            valid=bool(data["valid"]),
-            win_rate=float(data.get("win_rate", 0.0)),
-            regret=float(data.get("regret", 0.0)),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class DueCredit:
-    """A buffer entry released for training, with how many updates old its sample is."""
-
-    entry: PendingCredit
-    staleness: int
-
-
-def release_due(
-    buffer: Sequence[PendingCredit], step: int, delay: int
-) -> tuple[tuple[DueCredit, ...], tuple[PendingCredit, ...]]:
-    """Split the buffer into entries due at ``step`` (created at least ``delay`` steps ago) and the rest.
-
-    Order is preserved in both parts; ``staleness = step - created_step`` for each due entry.
-    """
-    if delay < 0:
-        raise ValueError(f"delay must be >= 0 (got {delay})")
-    due = tuple(DueCredit(e, step - e.created_step) for e in buffer if step - e.created_step >= delay)
-    rest = tuple(e for e in buffer if step - e.created_step < delay)
-    return due, rest
-
-
-def buffer_to_json(buffer: Sequence[PendingCredit]) -> list[dict[str, Any]]:
-    """The buffer as a JSON-safe list (for checkpoints)."""
-    return [e.to_dict() for e in buffer]
-
-
-def buffer_from_json(data: Sequence[Mapping[str, Any]]) -> tuple[PendingCredit, ...]:
-    """Rebuild a buffer written by :func:`buffer_to_json`."""
-    return tuple(PendingCredit.from_dict(d) for d in data)
-
-
-def credit_rewards(
-    due: Sequence[DueCredit], cfg: RewardConfig, lp_ema: Mapping[str, float]
-) -> tuple[tuple[float, ...], dict[str, float]]:
-    """Raw rewards of released designer samples and the updated per-skill learning-potential EMAs.
-
-    Rejected environments earn ``invalid_penalty``. Under ``learning_potential`` each valid environment is
-    scored against its skill's EMA *before* this batch (absent: 0), then each skill's EMA moves toward the
-    batch's mean win rate at rate ``cfg.lp_ema``. Other variants return ``lp_ema`` unchanged.
-    """
-    rewards = []
-    for d in due:
-        e = d.entry
-        if not e.valid:
-            rewards.append(invalid_env_reward(cfg))
-            continue
-        x = DesignInputs(win_rate=e.win_rate, regret=e.regret, lp_baseline=lp_ema.get(e.skill, 0.0))
-        rewards.append(designer_reward(x, cfg))
-    new_ema = dict(lp_ema)
-    if cfg.variant == "learning_potential":
-        for skill, idx in _groups([d.entry.skill for d in due]).items():
-            rates = [due[i].entry.win_rate for i in idx if due[i].entry.valid]
-            if rates:
-                new_ema[skill] = ema_update(lp_ema.get(skill, 0.0), math.fsum(rates) / len(rates), cfg.lp_ema)
-    return tuple(rewards), new_ema

@@ -1,15 +1,14 @@
 """Groups of plays: many episodes of many environments, paired hint / no-hint arms, fault isolation.
 
 Every episode gets a fresh sandbox instance (instances are never reused across episodes). Seeds are a pure
-function of ``(run seed, step, env id, index)``, and the hinted and unhinted arms of an environment draw
-from the same seed list (common random numbers), so regret compares the same instances. A failed open or
-play is a trajectory with an error status, never an exception.
+function of ``(run seed, step, env id, index)`` (:func:`spade.seeds.derive_seed`), and the hinted and
+unhinted arms of an environment draw from the same seed list (common random numbers), so regret compares
+the same instances. A failed open or play is a trajectory with an error status, never an exception.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from spade.agent import Episode, play_episode
 from spade.config import PlayConfig
 from spade.sandbox import EnvRunner, SandboxError
+from spade.seeds import derive_seed
 from spade.types import PlayStatus, Policy, Trajectory
 
 
@@ -32,11 +32,7 @@ class PlayJob:
 
 def episode_seeds(run_seed: int, step: int, env_id: str, n: int) -> list[int]:
     """``n`` seeds for one environment at one step (shared by its hinted and unhinted arms)."""
-    out = []
-    for i in range(n):
-        digest = hashlib.sha256(f"{run_seed}/{step}/{env_id}/{i}".encode()).digest()
-        out.append(int.from_bytes(digest[:4], "big") & 0x7FFFFFFF)
-    return out
+    return [derive_seed(run_seed, "episode", step, env_id, i) for i in range(n)]
 
 
 def paired_jobs(

@@ -2,28 +2,33 @@
 
 Read it top to bottom: :func:`train` sets up (or resumes) a run and calls :func:`run_step` once per step;
 each phase lives in a function below (:mod:`spade.phases` holds the design phase). Every random choice is
-drawn from a generator seeded by ``(seed, step, purpose)``, so a step's outcome depends only on the
-checkpointed state it starts from: resuming a killed run gives the same results as an uninterrupted one.
+drawn from a seed derived from ``(seed, purpose, step, ...)`` by :func:`spade.seeds.derive_seed`, so a
+step's outcome depends only on the checkpointed state it starts from: resuming a killed run gives the same
+results as an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from spade import credit as cr
 from spade import rewards as rw
 from spade.config import TrainConfig
+from spade.credit import EnvStats, PendingCredit
 from spade.memory import EnvStatus, Memory
+from spade.memory_select import pool_batch
 from spade.phases import Components, DesignOutcome, design_phase, make_components
+from spade.regret import estimate_regret
 from spade.rollout import episode_seeds, paired_jobs, run_jobs, status_counts
 from spade.rundir import RunDir
-from spade.types import TrainSample, Trajectory
+from spade.seeds import derive_rng, derive_seed
+from spade.types import PlayStatus, TrainSample, Trajectory
 
 Progress = Callable[[str], None]
 
@@ -35,15 +40,28 @@ class LoopState:
     step: int = 0
     current: list[str] = field(default_factory=list)
     """Environment ids played at every step until the next regeneration."""
-    credit: list[dict[str, Any]] = field(default_factory=list)
-    """Designer samples awaiting delayed credit (spade.rewards.PendingCredit dicts)."""
+    credit: list[PendingCredit] = field(default_factory=list)
+    """Designer samples awaiting delayed credit, each with its window of plays so far."""
     lp_ema: dict[str, float] = field(default_factory=dict)
+    """learning_potential variant: per-skill slow EMA of window win rates."""
     corpus: dict[str, Any] = field(default_factory=dict)
+    """The corpus sampler's resumable state."""
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict."""
-        return {"step": self.step, "current": self.current, "credit": self.credit, "lp_ema": self.lp_ema,
-                "corpus": self.corpus}  # fmt: skip
+        """A JSON-safe dict (the checkpoint's ``state.json``)."""
+        return {"step": self.step, "current": list(self.current), "credit": [e.to_dict() for e in self.credit],
+                "lp_ema": dict(self.lp_ema), "corpus": self.corpus}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoopState:
+        """Rebuild a state written by :meth:`to_dict`."""
+        return cls(
+            step=int(data["step"]),
+            current=[str(e) for e in data["current"]],
+            credit=[PendingCredit.from_dict(e) for e in data["credit"]],
+            lp_ema={str(k): float(v) for k, v in data["lp_ema"].items()},
+            corpus=dict(data["corpus"]),
+        )
 
 
 # -- entry points ------------------------------------------------------------------------------------------
@@ -92,8 +110,7 @@ def _restore(cfg: TrainConfig, run: RunDir, c: Components) -> LoopState:
         c.memory.rollback_to(-1)
         run.truncate_metrics(0)
         return _fresh(cfg, c)
-    data = run.read_state(checkpoint)
-    state = LoopState(data["step"], data["current"], data["credit"], data["lp_ema"], data["corpus"])
+    state = LoopState.from_dict(run.read_state(checkpoint))
     c.memory.rollback_to(state.step - 1)
     run.truncate_metrics(state.step)
     c.restore_corpus(state.corpus)
@@ -135,7 +152,7 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     agent_samples, agent_metrics, per_env = _score_agent(cfg, trajectories)
     row.update(agent_metrics)
     row["speed/sampled_tokens_per_s"] = row["agent/sampled_tokens"] / max(row["time/play_s"], 1e-9)
-    state.credit += [_pending(d, per_env, step) for d in designed]
+    state.credit = list(cr.observe([*state.credit, *(_pending(d, per_env, step) for d in designed)], per_env))
     designer_samples, designer_metrics = _score_designer(cfg, c, state, step, len(agent_samples))
     row.update(designer_metrics)
 
@@ -144,28 +161,55 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     row.update(_update(c, agent_samples + designer_samples))
     row["time/update_s"] = time.perf_counter() - t0
 
-    for env_id, (win, regret, plays) in per_env.items():
-        c.memory.record_stats(env_id, step, win, regret, plays)
-    row.update(c.memory.metrics())
-    row["memory/size"] = row.get("memory/valid", 0.0)
+    _remember(cfg, c.memory, per_env, step, row)
     row.update(c.corpus.metrics())
     return row
+
+
+# -- which environments are played -------------------------------------------------------------------------
 
 
 def _choose_current(
     cfg: TrainConfig, memory: Memory, designed: Sequence[DesignOutcome], step: int
 ) -> list[str]:
-    """The new valid environments; topped up from the archive (PLR replay) when there are too few."""
+    """The environments played until the next regeneration.
+
+    fixed_pool: the next batch of the pool (:func:`_pool_batch`). selfplay: the new valid environments,
+    topped up from the archive when there are too few (:func:`_top_up`).
+    """
+    if cfg.mode == "fixed_pool":
+        return _pool_batch(cfg, memory, step)
+    return _top_up(cfg, memory, [d.env_id for d in designed if d.valid], step)
+
+
+def _top_up(cfg: TrainConfig, memory: Memory, current: list[str], step: int) -> list[str]:
+    """``current`` plus PLR replay of played environments, then any archived ones, up to envs_per_regen."""
     want = cfg.designer.envs_per_regen
-    current = [d.env_id for d in designed if d.valid]
     if len(current) < want:
-        replay = memory.replay(want - len(current), step, seed=cfg.seed * 1_000_003 + step)
-        current += [r.env_id for r in replay if r.env_id not in current]
+        replay = memory.replay(want - len(current), step, seed=derive_seed(cfg.seed, "replay", step))
+        current = [*current, *(r.env_id for r in replay if r.env_id not in current)]
     if len(current) < want:  # nothing played yet to replay: draw from every archived environment
         rest = sorted(r.env_id for r in memory.records(status=EnvStatus.VALID) if r.env_id not in current)
-        random.Random(f"{cfg.seed}/{step}/fill").shuffle(rest)
-        current += rest[: want - len(current)]
+        derive_rng(cfg.seed, "fill", step).shuffle(rest)
+        current = [*current, *rest[: want - len(current)]]
     return current
+
+
+def _pool_batch(cfg: TrainConfig, memory: Memory, step: int) -> list[str]:
+    """The fixed pool's batch for the regeneration at ``step`` (``memory.pool_order``).
+
+    'epochs': every environment of the pool once per epoch, in a new seeded order each epoch (as released).
+    'replay': half of each batch explores environments not played yet, the rest is PLR replay.
+    """
+    want = cfg.designer.envs_per_regen
+    records = memory.records(status=EnvStatus.VALID)
+    if cfg.memory.pool_order == "epochs":
+        ids = sorted(r.env_id for r in records)
+        index = step // cfg.designer.regen_interval
+        return pool_batch(ids, want, index, lambda epoch: derive_rng(cfg.seed, "pool", epoch))
+    fresh = sorted(r.env_id for r in records if r.last_step is None)
+    derive_rng(cfg.seed, "explore", step).shuffle(fresh)
+    return _top_up(cfg, memory, fresh[: want - want // 2], step)
 
 
 async def _play(
@@ -187,13 +231,11 @@ async def _play(
 
 # -- rewards -----------------------------------------------------------------------------------------------
 
-EnvStats = dict[str, tuple[float, float | None, int]]
-"""env id -> (unhinted win rate, paired regret or None, finished unhinted plays)."""
-
 
 def _score_agent(
     cfg: TrainConfig, trajectories: Sequence[Trajectory]
-) -> tuple[list[TrainSample], dict[str, Any], EnvStats]:
+) -> tuple[list[TrainSample], dict[str, Any], dict[str, EnvStats]]:
+    """Agent samples with group advantages, metrics, and what each environment's plays measured."""
     plain = [t for t in trajectories if not t.hinted]
     hinted = [t for t in trajectories if t.hinted]
     adv = rw.agent_advantages([t.episode_return for t in plain], [t.env_id for t in plain])
@@ -202,19 +244,7 @@ def _score_agent(
         for t, a, drop in zip(plain, adv.advantages_N, adv.drop_N, strict=True)
         if any(t.mask_T) and not (drop and cfg.reward.drop_constant_groups)
     ]
-    per_env: EnvStats = {}
-    for env_id in dict.fromkeys(t.env_id for t in plain):
-        mine = [t for t in plain if t.env_id == env_id and t.status.value != "env_error"]
-        mine_h = [t for t in hinted if t.env_id == env_id and t.status.value != "env_error"]
-        if not mine:
-            continue
-        regret = None
-        if mine_h:
-            est = rw.paired_regret(
-                [(t.seed, t.episode_return) for t in mine_h], [(t.seed, t.episode_return) for t in mine]
-            )
-            regret = est.regret
-        per_env[env_id] = (rw.win_rate([t.success for t in mine]), regret, len(mine))
+    per_env = _env_stats(cfg, plain, hinted)
     metrics: dict[str, Any] = {
         "agent/plays": float(len(plain)),
         "agent/win_rate": _mean([t.success for t in plain]),
@@ -227,33 +257,62 @@ def _score_agent(
     }
     if hinted:  # only regeneration steps play the hinted arm
         metrics["agent/win_rate_hint"] = _mean([t.success for t in hinted])
+        errors = [s.regret.se for s in per_env.values() if s.regret is not None and s.regret.se is not None]
+        if errors:
+            metrics["designer/regret_se"] = _mean(errors)
     return samples, metrics, per_env
 
 
-def _pending(d: DesignOutcome, per_env: EnvStats, step: int) -> dict[str, Any]:
-    """A buffer entry for one designer sample; a valid env none of whose plays finished counts as invalid."""
-    win, regret, _ = per_env.get(d.env_id, (0.0, None, 0))
-    valid = d.valid and d.env_id in per_env
-    entry = rw.PendingCredit(d.sample_ref, d.env_id, d.skill, step, valid, win, regret or 0.0)
-    return entry.to_dict()
+def _env_stats(
+    cfg: TrainConfig, plain: Sequence[Trajectory], hinted: Sequence[Trajectory]
+) -> dict[str, EnvStats]:
+    """Per environment with a finished unhinted play: its plays, wins, returns and regret estimate."""
+    per_env: dict[str, EnvStats] = {}
+    for env_id in dict.fromkeys(t.env_id for t in plain):
+        mine = [t for t in plain if t.env_id == env_id and t.status is not PlayStatus.ENV_ERROR]
+        mine_h = [t for t in hinted if t.env_id == env_id and t.status is not PlayStatus.ENV_ERROR]
+        if not mine:
+            continue
+        regret = None
+        if mine_h:
+            regret = estimate_regret(
+                [(t.seed, t.episode_return) for t in mine_h],
+                [(t.seed, t.episode_return) for t in mine],
+                cfg.reward.regret_estimator,
+            )
+        returns = float(np.sum([t.episode_return for t in mine]))
+        per_env[env_id] = EnvStats(len(mine), sum(t.success for t in mine), returns, regret)
+    return per_env
+
+
+def _pending(d: DesignOutcome, per_env: Mapping[str, EnvStats], step: int) -> PendingCredit:
+    """A new buffer entry for one designer sample; a valid env none of whose plays finished counts as invalid.
+
+    Its window starts empty: :func:`spade.credit.observe` adds this step's plays like any later step's.
+    """
+    stats = per_env.get(d.env_id)
+    regret = stats.regret.regret if stats is not None and stats.regret is not None else 0.0
+    return PendingCredit(d.sample_ref, d.env_id, d.skill, step, d.valid and stats is not None, regret)
 
 
 def _score_designer(
     cfg: TrainConfig, c: Components, state: LoopState, step: int, n_agent: int
 ) -> tuple[list[TrainSample], dict[str, Any]]:
-    buffer = rw.buffer_from_json(state.credit)
-    due, rest = rw.release_due(buffer, step, cfg.reward.delay)
-    state.credit = rw.buffer_to_json(rest)
+    """Release the designer samples due at ``step`` (all of them at the run's last step) and score them."""
+    final = step == cfg.steps - 1
+    due, rest = cr.release_due(state.credit, step, cfg.reward.delay, final=final)
+    state.credit = list(rest)
     if not due:
         return [], {}
-    rewards, state.lp_ema = rw.credit_rewards(due, cfg.reward, state.lp_ema)
-    valid = [d for d in due if d.entry.valid]
-    regrets = [d.entry.regret for d in valid]
+    rewards, state.lp_ema = cr.credit_rewards(due, cfg.reward, state.lp_ema)
+    valid = [d.entry for d in due if d.entry.valid]
     metrics: dict[str, Any] = {
         "designer/credited": float(len(due)),
         "designer/reward_mean": _mean(rewards),
-        "designer/regret_mean": _mean(regrets),
-        "designer/win_rate_mean": _mean([d.entry.win_rate for d in valid]),
+        "designer/regret_mean": _mean([e.regret for e in valid]),
+        "designer/win_rate_mean": _mean([e.rate(cfg.reward.rate_measure) for e in valid]),
+        "designer/window_plays_mean": _mean([e.plays for e in valid]),
+        "designer/staleness_mean": _mean([d.staleness for d in due]),
     }
     n_designer = max(1, cfg.designer.envs_per_regen)
     scale = rw.designer_scale(
@@ -282,7 +341,24 @@ def _update(c: Components, samples: Sequence[TrainSample]) -> dict[str, float]:
     return {k if "/" in k else f"update/{k}": float(v) for k, v in metrics.items()}
 
 
-def _mean(values: Sequence[float] | Sequence[bool]) -> float:
+# -- memory ------------------------------------------------------------------------------------------------
+
+
+def _remember(
+    cfg: TrainConfig, memory: Memory, per_env: Mapping[str, EnvStats], step: int, row: dict[str, Any]
+) -> None:
+    """Record each played environment's statistics in the archive; add the archive's metrics to ``row``."""
+    for env_id, s in per_env.items():
+        regret = s.regret.regret if s.regret is not None and s.regret.se is not None else None
+        memory.record_stats(env_id, step, s.win_rate, regret, s.plays)
+    row.update(memory.metrics())
+    row["memory/size"] = row.get("memory/valid", 0.0)
+    if cfg.mode == "fixed_pool":  # fraction of the pool played at least once
+        pool = memory.records(status=EnvStatus.VALID)
+        row["pool/covered"] = sum(r.last_step is not None for r in pool) / max(len(pool), 1)
+
+
+def _mean(values: Sequence[float] | Sequence[bool] | Sequence[int]) -> float:
     return float(np.mean(values)) if len(values) else 0.0
 
 
