@@ -65,7 +65,7 @@ def test_unknown_preset_names_the_known_ones() -> None:
             {"designer": DesignerConfig(setting="tool_use", skills=("logical_deduction",))},
             "not tool_use skills",
         ),
-        ({"reward": RewardConfig(delay=500)}, "must be smaller than steps"),
+        ({"reward": RewardConfig(delay=-1)}, "reward.delay must be >= 0"),
         ({"model": ModelConfig(backend="openai")}, "--model.base-url"),
         ({"rollout": RolloutConfig(hint_plays_per_env=0)}, "hint_plays_per_env >= 1"),
     ],

@@ -299,6 +299,13 @@ def test_delayed_credit_uses_the_window_and_flushes_at_the_end(tmp_path: Path) -
     assert "designer/samples_kept" in last
 
 
+def test_a_delay_longer_than_the_run_is_flushed_at_the_last_step(tmp_path: Path) -> None:
+    cfg = scripted_config(tmp_path, "valid", steps=2, reward=RewardConfig(variant="blend", delay=4))
+    rows = train(cfg).read_metrics()
+    assert [r.get("designer/credited", 0.0) for r in rows] == [0.0, 3.0]
+    assert rows[1]["designer/staleness_mean"] == 1.0
+
+
 def test_regret_from_every_play_has_a_smaller_error(tmp_path: Path) -> None:
     # The scripted agent always wins with the hint, so here only the unhinted-only plays (seeds 4-7) can
     # narrow the estimate: the shared-seeds-only estimator ignores them.

@@ -339,10 +339,6 @@ def validate(cfg: TrainConfig) -> None:
     _require(r.blend_regret_norm > 0.0, "reward.blend_regret_norm must be > 0")
     _require(0.0 < r.lp_ema <= 1.0, "reward.lp_ema must be in (0, 1]")
     _require(
-        r.delay == 0 or r.delay < cfg.steps,
-        f"reward.delay ({r.delay}) must be smaller than steps ({cfg.steps}) or no designer sample is ever credited",
-    )
-    _require(
         cfg.rollout.plays_per_env >= 2,
         "rollout.plays_per_env must be >= 2: group-relative advantages need at least two plays",
     )
