@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from spade.actions import ActionMode
+from spade.credit import RateMeasure
 from spade.prompts import Difficulty
+from spade.regret import RegretMethod
 from spade.sandbox.limits import Limits
 from spade.skills import Setting, skills_for
 
@@ -208,9 +210,9 @@ class RewardConfig:
     delay: int = 0
     """Steps of agent training on a new environment before its designer sample is credited (0: immediate);
     win-rate terms use every unhinted play over those steps, regret the creation step's plays (as released)."""
-    rate_measure: Literal["wins", "mean_return"] = "wins"
+    rate_measure: RateMeasure = "wins"
     """Win rate of the credit window: fraction of unhinted plays won, or their mean return (as released)."""
-    regret_estimator: Literal["control_variate", "paired", "difference_of_means"] = "control_variate"
+    regret_estimator: RegretMethod = "control_variate"
     """Regret from every play with minimal variance, shared seeds only, or mean hinted minus mean unhinted
     return (as released); see spade.regret."""
     lp_ema: float = 0.1
@@ -259,7 +261,7 @@ class MemoryConfig:
     """PLR replay: weight of the staleness term (environments not played for a while)."""
     pool_order: Literal["epochs", "replay"] = "epochs"
     """fixed_pool mode: 'epochs' plays the whole pool without replacement in a new seeded order each epoch
-    (as released); 'replay': unplayed environments first, the other half of each batch by PLR replay."""
+    (as released); 'replay': half of each batch explores unplayed environments, the rest is PLR replay."""
 
 
 @dataclass(frozen=True, slots=True)
