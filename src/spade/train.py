@@ -20,8 +20,8 @@ import numpy as np
 from spade import rewards as rw
 from spade.config import TrainConfig
 from spade.memory import EnvStatus, Memory
-from spade.phases import Components, DesignOutcome, design_phase, make_components
-from spade.rollout import episode_seeds, paired_jobs, run_jobs, status_counts
+from spade.phases import Components, DesignOutcome, design_phase, fresh_only, make_components
+from spade.rollout import PlayJob, episode_seeds, paired_jobs, run_jobs, status_counts
 from spade.rundir import RunDir
 from spade.types import TrainSample, Trajectory
 
@@ -136,7 +136,8 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     row.update(agent_metrics)
     row["speed/sampled_tokens_per_s"] = row["agent/sampled_tokens"] / max(row["time/play_s"], 1e-9)
     state.credit += [_pending(d, per_env, step) for d in designed]
-    designer_samples, designer_metrics = _score_designer(cfg, c, state, step, len(agent_samples))
+    # The designer scale counts agent plays before constant groups are dropped (as the authors do).
+    designer_samples, designer_metrics = _score_designer(cfg, c, state, step, int(row["agent/plays"]))
     row.update(designer_metrics)
 
     progress(f"step {step}: update on {len(agent_samples)} agent + {len(designer_samples)} designer samples")
@@ -156,6 +157,8 @@ def _choose_current(
     cfg: TrainConfig, memory: Memory, designed: Sequence[DesignOutcome], step: int
 ) -> list[str]:
     """The new valid environments; topped up from the archive (PLR replay) when there are too few."""
+    if not cfg.memory.enabled and cfg.mode == "selfplay":  # no-memory ablation: never replay designs
+        return fresh_only(cfg, memory, designed, step)
     want = cfg.designer.envs_per_regen
     current = [d.env_id for d in designed if d.valid]
     if len(current) < want:
@@ -171,15 +174,16 @@ def _choose_current(
 async def _play(
     cfg: TrainConfig, c: Components, current: Sequence[str], designed: Sequence[DesignOutcome], step: int
 ) -> list[Trajectory]:
-    hints = {d.env_id: d.hint for d in designed if d.valid and d.hint}
+    new = {d.env_id: d for d in designed if d.valid}
     rc = cfg.rollout
     jobs = []
     for env_id in current:
         seeds = episode_seeds(cfg.seed, step, env_id, max(rc.plays_per_env, rc.hint_plays_per_env))
         code = c.memory.get(env_id).code
-        jobs += paired_jobs(
-            env_id, code, seeds, rc.plays_per_env, hint=hints.get(env_id), hint_plays=rc.hint_plays_per_env
-        )
+        jobs += paired_jobs(env_id, code, seeds, rc.plays_per_env, hint=None, hint_plays=0)
+        if env_id in new:  # hinted arm: one code-only hint for every seed, or one hint per seed
+            hints = new[env_id].hints_for(rc.hint_plays_per_env)
+            jobs += [PlayJob(env_id, code, s, h) for s, h in zip(seeds, hints, strict=False) if h]
     # More concurrent plays than live sandbox instances would only queue threads on instance slots.
     limit = min(rc.max_concurrent_plays, cfg.sandbox.max_live_instances)
     return await run_jobs(c.runner, c.policy, jobs, cfg.play, max_concurrent=limit)
