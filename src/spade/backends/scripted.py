@@ -10,7 +10,8 @@ The scripted policy recognises the three kinds of request the loop makes (design
 * review: ACCEPT for quizzes of up to 4 questions, REJECT otherwise;
 * play: the right answer to the last question (or the right tool call for the last instruction, then
   ``<answer>done</answer>``) when a hint is in the conversation, otherwise the right one with probability
-  ``skill`` (which grows with each ``load_weights``), else a wrong one.
+  ``skill`` (which grows with each ``load_weights``), else a wrong one (for a tool instruction: a wrong
+  count or, half the time, a premature ``done``).
 
 Every output is a pure function of the prompt and the policy's skill, so runs are reproducible whatever
 the request order. Tokens are UTF-8 bytes under a tiny chat template.
@@ -266,6 +267,10 @@ def _tool_reply(prompt: str, last: re.Match[str], skill: float) -> str:
         return "All steps are complete. <answer>done</answer>"
     item, count = last.group(1), int(last.group(2))
     right = "HINT:" in prompt or _unit("play" + prompt) < skill
+    if (
+        not right and _unit("early" + prompt) < 0.5
+    ):  # tool calls cost no turn: a loss needs a premature answer
+        return "That should be everything. <answer>done</answer>"
     call = {"name": "set_count", "arguments": {"item": item, "count": count if right else count + 1}}
     return f"<tool_call>{json.dumps(call)}</tool_call>"
 
