@@ -677,3 +677,11 @@ def test_multi_turn_tool_environments_pass_the_checker(source: str) -> None:
         assert "self.instructions" in code
     report = check_env(code, InProcessSandbox(), seed=21)
     assert report.ok, [f.message for f in report.findings]
+
+
+def test_tool_use_review_is_the_solvability_audit() -> None:
+    assert prompts.review_system("games") == prompts.REVIEW_SYSTEM
+    audit = " ".join(prompts.review_system("tool_use").split())
+    assert "Do not reject for difficulty" in audit
+    assert "criterion" in audit
+    assert audit.endswith("\\boxed{ACCEPT} or \\boxed{REJECT}.")

@@ -27,10 +27,10 @@ from spade.config import TrainConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.hints import HintRequest, hint_metrics, write_hints
 from spade.memory import EnvRecord, EnvStatus, Memory, StoredFinding, seed_sources
-from spade.prompts import REVIEW_SYSTEM, DesignRequest
+from spade.prompts import DesignRequest, review_system
 from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
-from spade.skills import skills_for
+from spade.skills import Setting, skills_for
 from spade.types import EnvSource, SamplingParams, Trainer, TrainSample
 
 
@@ -156,7 +156,7 @@ async def design_phase(
     t0 = time.perf_counter()
     reports = await _check_all(cfg, c, designs, step)
     if cfg.checker.llm_review:
-        reports = await _review(c, designs, reports, cfg.designer.hint_max_tokens)
+        reports = await _review(c, designs, reports, cfg.designer.hint_max_tokens, cfg.designer.setting)
     check_s = time.perf_counter() - t0
     outcomes = []
     for i, (design, report) in enumerate(zip(designs, reports, strict=True)):
@@ -223,14 +223,18 @@ async def _check_all(
 
 
 async def _review(
-    c: Components, designs: Sequence[designer.Design], reports: list[CheckReport | None], max_tokens: int
+    c: Components,
+    designs: Sequence[designer.Design],
+    reports: list[CheckReport | None],
+    max_tokens: int,
+    setting: Setting = "games",
 ) -> list[CheckReport | None]:
     """Rung 9: the policy reviews every accepted environment; no explicit ACCEPT means rejection."""
     todo = [i for i, r in enumerate(reports) if r is not None and r.ok]
     prompts = [
         c.policy.template.render(
             [
-                {"role": "system", "content": REVIEW_SYSTEM},
+                {"role": "system", "content": review_system(setting)},
                 {"role": "user", "content": f"Skill: {designs[i].skill}\n```python\n{designs[i].code}\n```"},
             ],
             add_generation_prompt=True,

@@ -268,6 +268,19 @@ coherent multi-turn task for the stated skill, its observations tell the player 
 reasoning (not luck), and it does not reveal the answer. Think briefly, then end with exactly \\boxed{ACCEPT}
 or \\boxed{REJECT}."""
 
+REVIEW_SYSTEM_TOOLS = """You audit a tool-use training environment written as Python code for solvability. Trace
+each instruction's criterion to the tool calls that make it true. Reject it only for a fatal defect: a
+criterion that needs state no tool can produce, a type mismatch between what a tool stores and what a
+criterion tests, a hidden value the agent cannot derive from the instructions and tool outputs, a required
+tool that always fails, or most criteria already true at reset. Do not reject for difficulty. Think briefly,
+then end with exactly \\boxed{ACCEPT} or \\boxed{REJECT}."""
+
+
+def review_system(setting: str) -> str:
+    """The reviewer's system prompt: the solvability audit for tool use, the coherence review for games."""
+    return REVIEW_SYSTEM_TOOLS if setting == "tool_use" else REVIEW_SYSTEM
+
+
 HINT_SYSTEM_GAMES_CODE = """You read the code of a text environment and write a short hint for a player who
 cannot see the code. Each episode is a new random instance of this code, so the hint must hold for every
 instance: give the key insight or strategy and the expected action format, in 1-3 sentences and at most

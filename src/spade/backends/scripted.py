@@ -7,7 +7,7 @@ The scripted policy recognises the three kinds of request the loop makes (design
   skill, or, by its ``behaviour``, broken code (syntax errors, rewards out of range, no termination) or
   hostile code (loops, ``os._exit``, memory bombs, sockets);
 * hint: a strategy hint;
-* review: ACCEPT for quizzes of up to 4 questions, REJECT otherwise;
+* review: ACCEPT for quizzes of up to 4 questions (registers of up to 3 instructions), REJECT otherwise;
 * play: the right answer to the last question (or the right tool call for the last instruction, then
   ``<answer>done</answer>``) when a hint is in the conversation, otherwise the right one with probability
   ``skill`` (which grows with each ``load_weights``), else a wrong one (for a tool instruction: a wrong
@@ -33,7 +33,7 @@ from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSa
 Behaviour = Literal["valid", "broken", "hostile", "mixed"]
 
 _DESIGN_MARKERS = (prompts.SYSTEM_GAMES[:60], prompts.SYSTEM_TOOLS[:60])
-_REVIEW_MARKER = prompts.REVIEW_SYSTEM[:50]
+_REVIEW_MARKERS = (prompts.REVIEW_SYSTEM[:50], prompts.REVIEW_SYSTEM_TOOLS[:50])
 _HINT_MARKERS = tuple(
     t[:40]
     for t in (
@@ -291,10 +291,11 @@ class ScriptedPolicy:
 
     def _complete(self, prompt: str, params: SamplingParams) -> Completion:
         self.requests += 1
-        if _REVIEW_MARKER in prompt:  # accepts short quizzes only, so reviews both accept and reject
-            text = (
-                "\\boxed{REJECT}" if "(5 questions)" in prompt else "Coherent and winnable. \\boxed{ACCEPT}"
-            )
+        if any(
+            m in prompt for m in _REVIEW_MARKERS
+        ):  # accepts short quizzes only, so reviews both accept and reject
+            longest = any(f"({n})" in prompt for n in ("5 questions", "4 instructions", "5 instructions"))
+            text = "\\boxed{REJECT}" if longest else "Coherent and winnable. \\boxed{ACCEPT}"
         elif any(m in prompt for m in _DESIGN_MARKERS):
             text = design_reply(prompt, self.behaviour)
         elif any(m in prompt for m in _HINT_MARKERS):
