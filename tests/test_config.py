@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from spade.config import (
     CPU_TINY,
     PAPER,
+    PAPER_TOOL,
     PRESETS,
     ConfigError,
     DesignerConfig,
+    MemoryConfig,
     ModelConfig,
     RewardConfig,
     RolloutConfig,
@@ -44,6 +47,55 @@ def test_paper_preset_holds_the_released_recipe() -> None:
     assert PAPER.reward.variant == "blend"
 
 
+def test_paper_preset_has_room_for_a_paper_sized_design() -> None:
+    d, p, t = PAPER.designer, PAPER.play, PAPER.trainer
+    assert PAPER.model.max_context == p.context_tokens == 32768
+    assert (d.max_tokens, d.hint_max_tokens, d.doc_tokens) == (16384, 4096, 6000)
+    assert (d.top_p, d.top_k, p.top_p, p.top_k) == (0.95, 20, 0.95, 20)
+    assert (t.weight_decay, t.tis_fresh, t.tis_cap, t.kl_coef) == (0.1, True, 2.0, 0.0)
+    assert PAPER.reward.delay == 4
+    assert d.hint_mode == "code"  # instance-agnostic hints, as the authors write them
+    assert (d.setting, d.tool_contract, d.skills_per_regen) == ("games", "single", 3)
+
+
+def test_paper_tool_preset_holds_the_tool_use_recipe() -> None:
+    d, r, t = PAPER_TOOL.designer, PAPER_TOOL.reward, PAPER_TOOL.trainer
+    assert (d.setting, d.tool_contract) == ("tool_use", "multi_turn")
+    assert (d.envs_per_regen, d.regen_interval, d.skills_per_regen, r.delay) == (24, 8, 6, 8)
+    assert (t.kl_coef, t.weight_decay, t.tis_fresh) == (0.005, 0.1, True)
+    assert PAPER_TOOL.checker.llm_review
+    assert (d.hint_max_tokens, d.doc_tokens, d.max_tokens) == (2048, 4000, 16384)
+    assert PAPER_TOOL.model.max_context == 32768
+    assert (PAPER_TOOL.rollout.plays_per_env, PAPER_TOOL.rollout.hint_plays_per_env) == (8, 16)
+
+
+@pytest.mark.parametrize(
+    ("flags", "check"),
+    [
+        (["--designer.no-train"], lambda c: not c.designer.train),
+        (["--memory.no-enabled"], lambda c: not c.memory.enabled),
+        (["--corpus.no-enabled"], lambda c: not c.corpus.enabled),
+        (
+            [
+                "--designer.skills",
+                "mathematical_reasoning",
+                "pattern_recognition",
+                "--designer.skills-per-regen",
+                "2",
+            ],
+            lambda c: c.designer.skills == ("mathematical_reasoning", "pattern_recognition"),
+        ),
+        (["--designer.hint-mode", "instance"], lambda c: c.designer.hint_mode == "instance"),
+    ],
+)
+def test_paper_ablations_are_single_switches(flags: list[str], check: Any) -> None:
+    for name in ("paper", "paper-tool") if "skills" not in flags[0] else ("paper",):
+        cfg, _ = parse_config(["--preset", name, *flags])
+        assert check(cfg)
+        default, _ = parse_config(["--preset", name])
+        assert not check(default)
+
+
 def test_cpu_tiny_is_small_and_leans_on_edit_mode() -> None:
     assert CPU_TINY.model.model == "embedded"
     assert CPU_TINY.designer.edit_fraction >= 0.5
@@ -66,6 +118,11 @@ def test_unknown_preset_names_the_known_ones() -> None:
             "not tool_use skills",
         ),
         ({"reward": RewardConfig(delay=-1)}, "reward.delay must be >= 0"),
+        ({"designer": DesignerConfig(tool_contract="multi_turn")}, "set designer.setting=tool_use"),
+        (
+            {"memory": MemoryConfig(enabled=False), "designer": DesignerConfig(edit_fraction=0.5)},
+            "set designer.edit_fraction=0",
+        ),
         ({"model": ModelConfig(backend="openai")}, "--model.base-url"),
         ({"rollout": RolloutConfig(hint_plays_per_env=0)}, "hint_plays_per_env >= 1"),
     ],
@@ -73,6 +130,11 @@ def test_unknown_preset_names_the_known_ones() -> None:
 def test_cross_field_checks_say_how_to_fix(change: dict[str, object], fix: str) -> None:
     with pytest.raises(ConfigError, match=fix):
         dataclasses.replace(PAPER, **change)  # type: ignore[arg-type]
+
+
+def test_a_delay_longer_than_the_run_is_allowed() -> None:
+    # Pending designer samples are flushed at the end of a run, so `--preset paper --steps 2` is valid.
+    assert dataclasses.replace(PAPER, steps=2).reward.delay == 4
 
 
 def test_from_json_rejects_unknown_fields() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from spade import designer, prompts
+from spade import designer, prompts, tool_prompts
 from spade.designer import (
     Design,
     DesignRequest,
@@ -568,3 +568,120 @@ def test_patch_format_prompt_asks_for_blocks_and_shows_the_parent() -> None:
     assert "<<<<<<< SEARCH" in user
     assert "size = 4" in user
     assert "not a diff" not in user
+
+
+# -- no corpus, multi-turn tool contract ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("skill", ["logical_deduction", "api_orchestration"])
+def test_without_a_document_the_prompt_never_cites_one(skill: str) -> None:
+    grounded = user_text(build_design_messages(request(skill)))
+    assert "reference document" in grounded
+    bare = user_text(build_design_messages(request(skill, document=None)))
+    assert "document" not in bare.lower()
+    assert "REFERENCE" not in bare
+    assert "Create a NEW environment" in bare
+
+
+def multi_turn_request(**kw: Any) -> DesignRequest:
+    base: dict[str, Any] = {
+        "skill": "state_modification",
+        "worked_example": tool_prompts.MULTI_TURN_EXAMPLE,
+        "tool_contract": "multi_turn",
+        "domain": "banking",
+        "task_type": "miss_param",
+    }
+    return request(**{**base, **kw})
+
+
+def test_multi_turn_tool_prompt_follows_the_authors_contract() -> None:
+    text = user_text(build_design_messages(multi_turn_request()))
+    flat = " ".join(text.split())
+    assert "3-5 ATOMIC user instructions" in flat
+    assert "self.criteria" in text
+    assert 'answer_action("done")' in text
+    assert "False right after `_reset`" in flat
+    assert tool_prompts.DOMAINS["banking"] in text
+    assert tool_prompts.TASK_TYPES["miss_param"] in text
+    assert "class TaskTrackerEnv(ToolEnv)" in text  # the multi-turn worked example
+    # the document is demoted to optional flavour after the fixed domain
+    assert "<REFERENCE_DOCUMENT>" not in text
+    assert "<REFERENCE_SNIPPET>" in text
+    assert "do NOT make the task about this snippet" in text
+    assert text.index("DOMAIN (fixed") < text.index("OPTIONAL FLAVOR")
+    assert "w49" in text
+    bare = user_text(build_design_messages(multi_turn_request(document=None)))
+    assert "SNIPPET" not in bare
+    assert not any(name in text.lower() for name in BENCHMARK_NAMES)
+
+
+def test_multi_turn_requests_are_validated() -> None:
+    with pytest.raises(ValueError, match="tool-use skill"):
+        multi_turn_request(skill="logical_deduction")
+    with pytest.raises(ValueError, match="domains: retail"):
+        multi_turn_request(domain="casino")
+    with pytest.raises(ValueError, match="task types: execute"):
+        multi_turn_request(task_type="chat")
+
+
+def test_task_type_rotation_has_the_authors_weights() -> None:
+    week = [tool_prompts.task_type_for(i) for i in range(7)]
+    assert {t: week.count(t) for t in tool_prompts.TASK_TYPES} == {
+        "execute": 3,
+        "read_then_write": 2,
+        "miss_param": 1,
+        "irrelevant": 1,
+    }
+    assert [tool_prompts.task_type_for(i + 7) for i in range(7)] == week
+    assert len(tool_prompts.DOMAINS) == 10
+    rng = random.Random(3)
+    assert {tool_prompts.draw_domain(rng) for _ in range(200)} == set(tool_prompts.DOMAINS)
+
+
+def _play_actions(env: Any, actions: Sequence[str]) -> list[tuple[str, float, bool]]:
+    out = []
+    for action in actions:
+        obs, reward, terminated, _, _ = env.step(action)
+        out.append((obs, reward, terminated))
+    return out
+
+
+def test_multi_turn_worked_example_reveals_one_instruction_at_a_time() -> None:
+    env = load_env_factory(tool_prompts.MULTI_TURN_EXAMPLE)()
+    obs, _ = env.reset(seed=11)
+    assert obs == env.instructions[0]
+    assert not any(c() for c in env.criteria)  # every criterion is false at reset
+    solution = env.solution()
+    steps = _play_actions(env, solution[:2])
+    assert env.instructions[1] in steps[0][0]  # revealed by the first call, not before
+    assert env.instructions[2] in steps[1][0]
+    assert env.instructions[3] not in steps[1][0]
+    early = load_env_factory(tool_prompts.MULTI_TURN_EXAMPLE)()
+    early.reset(seed=11)
+    assert _play_actions(early, ["<answer>done</answer>"]) == [("Incorrect.", 0.0, True)]
+    final = _play_actions(env, solution[2:])
+    assert "[ALL STEPS COMPLETE]" in final[-2][0]
+    assert final[-1][1:] == (1.0, True)
+
+
+@pytest.mark.parametrize("source", ["example", "scripted"])
+def test_multi_turn_tool_environments_pass_the_checker(source: str) -> None:
+    from spade.backends.scripted import design_reply  # noqa: PLC0415
+    from spade.checker import check_env, extract_code  # noqa: PLC0415
+    from spade.sandbox.inprocess import InProcessSandbox  # noqa: PLC0415
+
+    if source == "example":
+        code = tool_prompts.MULTI_TURN_EXAMPLE
+    else:
+        code = extract_code(design_reply("TARGET SKILL: Data Retrieval (`data_retrieval`)", "valid")) or ""
+        assert "self.instructions" in code
+    report = check_env(code, InProcessSandbox(), seed=21)
+    assert report.ok, [f.message for f in report.findings]
+
+
+def test_tool_use_review_is_the_solvability_audit() -> None:
+    assert prompts.review_system("games") == prompts.REVIEW_SYSTEM
+    audit = " ".join(prompts.review_system("tool_use").split())
+    assert "Do not reject for difficulty" in audit
+    assert "criterion" in audit
+    assert audit.endswith("\\boxed{ACCEPT} or \\boxed{REJECT}.")

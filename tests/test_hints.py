@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from spade import envs, hints, prompts
+from spade.config import PAPER, RolloutConfig
 from spade.env import ToolEnv
 from spade.hints import HintRequest
 from spade.types import Completion, Message, SamplingParams
@@ -206,3 +209,69 @@ def test_leak_filter_over_the_seed_library(name: str) -> None:
         if isinstance(env, ToolEnv):
             answer = hints._action_text(solution[-1])
             assert hints.leak_reason(f"The answer is {answer}.", solution, [obs]) == "leak_final_action"
+
+
+def test_code_only_hint_prompt_shows_no_instance() -> None:
+    msgs = hints.build_hint_messages(CODE, None, "games", max_words=42)
+    assert msgs[0]["content"] == prompts.HINT_SYSTEM_GAMES_CODE.format(max_words=42)
+    assert "every instance" in " ".join(msgs[0]["content"].split())
+    assert CODE.rstrip() in msgs[1]["content"]
+    assert "First observation" not in msgs[1]["content"]
+    tool = hints.build_hint_messages(CODE, None, "tool_use")
+    assert tool[0]["content"] == prompts.HINT_SYSTEM_TOOLS_CODE.format(max_words=80)
+    assert "value-free plan" in tool[0]["content"]
+    assert "every instance" in " ".join(tool[0]["content"].split())
+
+
+def test_code_only_hints_are_still_checked_against_a_played_instance() -> None:
+    code_only = HintRequest("env-0", CODE, None, "games", ("up", "7"), public=(OBS,))
+    policy = FakePolicy(
+        [
+            Completion("Press up, then answer 7.", (1,), (-0.1,), "stop"),
+            Completion("Move the pointer up first.", (2,), (-0.1,), "stop"),  # 'up' is shown in OBS
+            Completion("Answer done once every step is complete.", (3,), (-0.1,), "stop"),
+        ]
+    )
+    tool = HintRequest(
+        "env-2", CODE, None, "tool_use", ("<tool_call>{}</tool_call>", "<answer>done</answer>")
+    )
+    out = asyncio.run(
+        hints.write_hints(policy, [code_only, code_only, tool], SamplingParams(temperature=0.3, max_tokens=8))
+    )
+    assert [h.reason for h in out] == ["leak_sequence", "ok", "ok"]  # 'done' is the protocol word, no secret
+    assert "First observation" not in out[0].messages[1]["content"]
+
+
+@pytest.mark.parametrize("mode", ["code", "instance"])
+def test_hint_requests_code_only_or_one_per_seed(mode: str) -> None:
+    """Code mode asks once, from the code alone; instance mode asks once per hinted seed, with its instance."""
+    from spade.phases import _hint_requests  # noqa: PLC0415
+    from spade.rollout import episode_seeds  # noqa: PLC0415
+    from spade.sandbox.inprocess import InProcessSandbox  # noqa: PLC0415
+
+    name = envs.names("games")[0]
+    cfg = dataclasses.replace(
+        PAPER,
+        designer=dataclasses.replace(PAPER.designer, hint_mode=mode),  # type: ignore[arg-type]
+        rollout=RolloutConfig(plays_per_env=2, hint_plays_per_env=3),
+    )
+    record: Any = SimpleNamespace(env_id="env-a", code=envs.spec(name).source())
+    with InProcessSandbox() as box:
+        requests = asyncio.run(_hint_requests(cfg, SimpleNamespace(runner=box), record, 4))  # type: ignore[arg-type]
+    env = envs.make(name)
+    observations = [env.reset(seed=s)[0] for s in episode_seeds(cfg.seed, 4, "env-a", 3)]
+    assert len(set(observations)) > 1
+    assert all(r is not None for r in requests)
+    if mode == "code":
+        assert [(r.first_observation, r.public) for r in requests if r] == [(None, (observations[0],))]
+    else:
+        assert [r.first_observation for r in requests if r] == observations
+
+
+def test_played_hints_per_seed() -> None:
+    from spade.phases import DesignOutcome  # noqa: PLC0415
+
+    shared = DesignOutcome("e", "logical_deduction", "generate", True, "e", "Eliminate.", "")
+    assert shared.hints_for(3) == ["Eliminate."] * 3
+    per_seed = dataclasses.replace(shared, seed_hints=("a", None))
+    assert per_seed.hints_for(3) == ["a", None, None]

@@ -87,7 +87,9 @@ async def play_episode(
     ]
     play = _Play(TokenStream.from_messages(template, messages, tools or None), tools)
     # One parameter set for every turn of every episode, so concurrent requests batch together.
-    params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.turn_tokens)
+    params = SamplingParams(
+        temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, max_tokens=cfg.turn_tokens
+    )
     for _ in range(cfg.max_turns):
         if len(play.stream) + cfg.turn_tokens > cfg.context_tokens:
             play.status = PlayStatus.CONTEXT_BUDGET

@@ -85,6 +85,8 @@ class PlayConfig:
     parsed from the partial reply and goes on (small models rarely stop within a short budget)."""
     temperature: float = 0.6
     top_p: float = 1.0
+    top_k: int = 0
+    """Agent sampling: keep only the k most likely tokens (0 disables top-k)."""
     format_reward: float = 0.0
     """Added to the return times the fraction of well-formed replies (0 disables; small models benefit
     from ~0.1)."""
@@ -157,9 +159,27 @@ class DesignerConfig:
     memory_examples: int = 2
     negative_examples: int = 1
     doc_tokens: int = 1024
-    """Token budget of the grounding document in the prompt."""
+    """Length budget of the grounding document in the prompt, in whitespace-separated words (the authors'
+    unit: 6,000 for games, 4,000 for tool use)."""
     max_tokens: int = 8192
     temperature: float = 0.6
+    top_p: float = 1.0
+    """Designer and hint sampling: nucleus probability (1.0 disables top-p)."""
+    top_k: int = 0
+    """Designer and hint sampling: keep only the k most likely tokens (0 disables top-k)."""
+    train: bool = True
+    """Train the designer role. False is the paper's no-designer-training ablation: the designer still
+    designs (and its environments are checked, hinted, played and credited for the metrics), but its samples
+    never enter the update."""
+    tool_contract: Literal["single", "multi_turn"] = "single"
+    """tool_use setting: 'single' asks for one task checked by the final answer; 'multi_turn' asks for the
+    authors' contract (3-5 atomic user instructions revealed one at a time, one state criterion each, final
+    answer 'done') in one of ten realistic domains with a weighted task-type rotation, the grounding
+    document demoted to optional flavour."""
+    hint_mode: Literal["code", "instance"] = "code"
+    """'code': one hint per environment written from its code alone, so it holds for every instance (the
+    authors' way); 'instance': one hint per hinted seed, written from the code and that instance's first
+    observation."""
     hint_max_tokens: int = 512
     difficulty: Difficulty = "medium"
     """Target difficulty stated in the designer prompt (the released recipe always asks for medium)."""
@@ -262,6 +282,11 @@ class MemoryConfig:
     pool_order: Literal["epochs", "replay"] = "epochs"
     """fixed_pool mode: 'epochs' plays the whole pool without replacement in a new seeded order each epoch
     (as released); 'replay': half of each batch explores unplayed environments, the rest is PLR replay."""
+    enabled: bool = True
+    """Use the archive to steer the designer. False is the paper's no-memory ablation: no memory examples
+    or negatives in the designer prompt and no replay of designed environments (each regeneration plays only
+    its own valid designs; the seed library fills in when none is valid). The archive still records every
+    environment for the run's audit trail."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +366,15 @@ def validate(cfg: TrainConfig) -> None:
     _require(r.blend_regret_norm > 0.0, "reward.blend_regret_norm must be > 0")
     _require(0.0 < r.lp_ema <= 1.0, "reward.lp_ema must be in (0, 1]")
     _require(
+        d.tool_contract == "single" or d.setting == "tool_use",
+        "designer.tool_contract='multi_turn' applies to tool-use environments: set designer.setting=tool_use",
+    )
+    _require(
+        m.enabled or d.edit_fraction == 0.0,
+        "memory.enabled=False leaves edit mode without parents: set designer.edit_fraction=0",
+    )
+    _require(t.weight_decay >= 0.0 and t.tis_cap > 0.0, "trainer.weight_decay must be >= 0 and tis_cap > 0")
+    _require(
         cfg.rollout.plays_per_env >= 2,
         "rollout.plays_per_env must be >= 2: group-relative advantages need at least two plays",
     )
@@ -360,8 +394,44 @@ def validate(cfg: TrainConfig) -> None:
 
 # -- presets ------------------------------------------------------------------------------------------------
 
-PAPER = TrainConfig(name="paper")
-"""The released recipe (8 GPUs, 30B): 24 envs every 4 steps, 8 plays + 16 hinted plays, 25 turns, 32k context."""
+PAPER = TrainConfig(
+    name="paper",
+    model=ModelConfig(max_context=32768),
+    play=PlayConfig(top_p=0.95, top_k=20),
+    designer=DesignerConfig(max_tokens=16384, hint_max_tokens=4096, doc_tokens=6000, top_p=0.95, top_k=20),
+    reward=RewardConfig(delay=4, rate_measure="mean_return"),
+    trainer=TrainerConfig(weight_decay=0.1, tis_fresh=True),
+)
+"""The released games recipe (8 GPUs, 30B): 24 environments every 4 steps over a 3-of-6 skill rotation,
+8 plays + 16 hinted plays each, 25 turns, 32k context (play and design), designer 16k new tokens, hints 4k,
+6,000-word documents, top-p 0.95 / top-k 20, blend reward credited after 4 steps with the plateau term on
+the window's mean return, weight decay 0.1, TIS on every sample. The regret estimator uses every hinted
+play (``--reward.regret-estimator difference_of_means`` is the authors'). Paper ablations are single
+switches on top: ``--designer.no-train``, ``--memory.no-enabled``, ``--corpus.no-enabled``,
+``--designer.skills mathematical_reasoning pattern_recognition``."""
+
+PAPER_TOOL = TrainConfig(
+    name="paper-tool",
+    model=ModelConfig(max_context=32768),
+    play=PlayConfig(top_p=0.95, top_k=20),
+    checker=CheckerConfig(llm_review=True),
+    designer=DesignerConfig(
+        setting="tool_use",
+        skills_per_regen=6,
+        regen_interval=8,
+        max_tokens=16384,
+        hint_max_tokens=2048,
+        doc_tokens=4000,
+        top_p=0.95,
+        top_k=20,
+        tool_contract="multi_turn",
+    ),
+    reward=RewardConfig(delay=8, rate_measure="mean_return"),
+    trainer=TrainerConfig(kl_coef=0.005, weight_decay=0.1, tis_fresh=True),
+)
+"""The released tool-use recipe (30B): 24 environments every 8 steps over all 6 tool skills, credited after
+8 steps, KL 0.005, the model's own solvability review, the multi-turn instruction contract in ten realistic
+domains (documents as optional flavour, 4,000 words), hints 2k tokens; otherwise as ``paper``."""
 
 CPU_TINY = TrainConfig(
     name="cpu-tiny",
@@ -400,7 +470,7 @@ CPU_TINY = TrainConfig(
 )
 """Embedded SmolLM2-135M on 2 CPU cores: a complete run in well under 30 minutes."""
 
-PRESETS: dict[str, TrainConfig] = {"paper": PAPER, "cpu-tiny": CPU_TINY}
+PRESETS: dict[str, TrainConfig] = {"paper": PAPER, "paper-tool": PAPER_TOOL, "cpu-tiny": CPU_TINY}
 
 
 def preset(name: str) -> TrainConfig:

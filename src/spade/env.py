@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
@@ -129,10 +130,51 @@ class ToolEnv(TextEnv):
     tool, and ``check_answer(answer) -> bool`` that verifies the final answer and/or the final state. An
     agent turn is either tool calls (native, through :meth:`call_tool`, or as ``<tool_call>{json}</tool_call>``
     text through ``step``) or a final ``<answer>...</answer>`` that ends the episode.
+
+    Multi-turn protocol (optional, the authors' tool-use contract): ``_reset`` sets ``self.instructions`` (3-5
+    atomic user instructions) and ``self.criteria`` (one zero-argument check of the state per instruction,
+    false at reset) and returns the first instruction. After every tool call :meth:`advance_instruction`
+    checks the current criterion and, when it holds, appends the next instruction to the tool's output; after
+    the last one the agent is asked to answer ``done``, which ``check_answer`` accepts once
+    :attr:`instructions_done`.
     """
 
     tools: ClassVar[list[dict[str, Any]]] = []
     """OpenAI function-format schemas: ``{"type": "function", "function": {name, description, parameters}}``."""
+    instructions: Sequence[str] = ()
+    """Multi-turn protocol (optional): the user's atomic instructions, revealed one at a time (set in
+    ``_reset``, which returns ``instructions[0]`` as the first observation)."""
+    criteria: Sequence[Callable[[], bool]] = ()
+    """Multi-turn protocol: one zero-argument check per instruction, true once the state satisfies it."""
+    current_instruction: int = 0
+    """Multi-turn protocol: index of the instruction being worked on (``len(instructions)``: all done)."""
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Start a new episode; the multi-turn protocol restarts at the first instruction."""
+        self.instructions, self.criteria, self.current_instruction = (), (), 0
+        return super().reset(seed=seed, options=options)
+
+    @property
+    def instructions_done(self) -> bool:
+        """Multi-turn protocol: whether every instruction's criterion has held (False without instructions)."""
+        return bool(self.instructions) and self.current_instruction >= len(self.instructions)
+
+    def advance_instruction(self) -> str:
+        """Multi-turn protocol: after a tool call, move on when the current instruction's criterion holds.
+
+        Returns the text appended to the tool's output: the next instruction, or (after the last one) the
+        request to answer ``done``; empty when nothing changed. A criterion that raises counts as false.
+        """
+        i = self.current_instruction
+        if i >= min(len(self.instructions), len(self.criteria)) or not _holds(self.criteria[i]):
+            return ""
+        self.current_instruction = i = i + 1
+        if i < len(self.instructions):
+            n = len(self.instructions)
+            return f"\n\n[STEP {i} COMPLETE - NEXT INSTRUCTION {i + 1}/{n}] {self.instructions[i]}"
+        return "\n\n[ALL STEPS COMPLETE] Submit <answer>done</answer>."
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools offered now, in OpenAI function format (override to compute them per instance)."""
@@ -152,11 +194,12 @@ class ToolEnv(TextEnv):
         if method is None:
             return f"Error: tool {name!r} is declared but not implemented."
         try:
-            return str(method(**arguments))
+            output = str(method(**arguments))
         except TypeError as exc:
-            return f"Error: bad arguments for {name}: {exc}"
+            output = f"Error: bad arguments for {name}: {exc}"
         except (KeyError, ValueError, IndexError, LookupError) as exc:
-            return f"Error: {name} failed: {exc}"
+            output = f"Error: {name} failed: {exc}"
+        return output + self.advance_instruction()
 
     def check_answer(self, answer: str) -> bool:
         """Whether the final answer (and the state it leaves) completes the task."""
@@ -185,6 +228,13 @@ class ToolEnv(TextEnv):
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             return 'Error: a tool call needs {"name": str, "arguments": {...}}.'
         return self.call_tool(call["name"], call.get("arguments") or {})
+
+
+def _holds(criterion: Callable[[], bool]) -> bool:
+    try:
+        return bool(criterion())
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError, LookupError):
+        return False
 
 
 def function_schema(name: str, description: str, /, **params: tuple[str, str]) -> dict[str, Any]:

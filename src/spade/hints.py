@@ -1,10 +1,12 @@
 """Privileged hints: the policy's short strategy note about an environment, and the filter keeping it honest.
 
-The hint is written by a separate, low-temperature call of the same policy on the environment code and its
-first observation (SPEC §6). Reasoning blocks and special tokens are stripped before anything is used, the
-length is capped, and hints that contain the literal answer or the winning action sequence are rejected
-(:func:`leak_reason` states the rule), because a leaked answer turns hint-based regret into a measure of
-copying rather than of learnable difficulty.
+The hint is written by a separate, low-temperature call of the same policy. By default it sees the
+environment code alone, as the authors do, so one hint holds for every instance the code generates; with
+``designer.hint_mode='instance'`` it also sees one instance's first observation and is written per seed.
+Reasoning blocks and special tokens are stripped before anything is used, the length is capped, and hints
+that contain the literal answer or the winning action sequence are rejected (:func:`leak_reason` states the
+rule), because a leaked answer turns hint-based regret into a measure of copying rather than of learnable
+difficulty.
 """
 
 from __future__ import annotations
@@ -35,15 +37,28 @@ _ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE
 
 
 def build_hint_messages(
-    code: str, first_observation: str, setting: Setting, *, max_words: int = 80, code_chars: int | None = None
+    code: str,
+    first_observation: str | None,
+    setting: Setting,
+    *,
+    max_words: int = 80,
+    code_chars: int | None = None,
 ) -> list[Message]:
-    """The chat messages asking for a short strategy hint about one environment."""
-    template = prompts.HINT_SYSTEM_TOOLS if setting == "tool_use" else prompts.HINT_SYSTEM_GAMES
+    """The chat messages asking for a short strategy hint about one environment.
+
+    ``first_observation`` None asks for an instance-agnostic hint from the code alone; otherwise the hint is
+    about the instance that observation opens.
+    """
+    tools = setting == "tool_use"
+    if first_observation is None:
+        template = prompts.HINT_SYSTEM_TOOLS_CODE if tools else prompts.HINT_SYSTEM_GAMES_CODE
+    else:
+        template = prompts.HINT_SYSTEM_TOOLS if tools else prompts.HINT_SYSTEM_GAMES
     shown = truncate_code(code, code_chars) if code_chars else code
-    user = (
-        f"Environment code:\n```python\n{shown.rstrip()}\n```\n\n"
-        f"First observation the player sees:\n{first_observation.strip()}\n\nWrite the hint."
-    )
+    user = f"Environment code:\n```python\n{shown.rstrip()}\n```\n\n"
+    if first_observation is not None:
+        user += f"First observation the player sees:\n{first_observation.strip()}\n\n"
+    user += "Write the hint."
     return [
         {"role": "system", "content": template.format(max_words=max_words)},
         {"role": "user", "content": user},
@@ -159,10 +174,15 @@ class HintRequest:
 
     env_id: str
     code: str
-    first_observation: str
+    first_observation: str | None
+    """The instance's first observation (instance-aware hint), or None for a hint from the code alone."""
     setting: Setting
     solution: tuple[str, ...] | None = None
-    """The environment's winning actions (``solution()`` of the hinted instance) when it provides them."""
+    """Winning actions of an instance (``solution()``) when the environment provides them; the hint must
+    not leak them. A code-only hint is checked against one played instance's."""
+    public: tuple[str, ...] = ()
+    """Texts the agent sees anyway (first observation, protocol words): a final action found in them is
+    no secret."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,12 +226,20 @@ async def write_hints(
         if comp.finish_reason == "error":
             hint, reason = None, "model_error"
         else:
-            hint, reason = clean_hint(comp.text, req.solution, (req.first_observation,), max_chars)
+            hint, reason = clean_hint(comp.text, req.solution, _public(req), max_chars)
             if hint is None and reason == "empty" and comp.finish_reason == "length":
                 reason = "truncated"
         tokens, mask, logprobs = sample_tokens(ids, comp)
         hints.append(Hint(req.env_id, hint, reason, tuple(msgs), comp.text, tokens, mask, logprobs))
     return hints
+
+
+def _public(req: HintRequest) -> tuple[str, ...]:
+    seen = () if req.first_observation is None else (req.first_observation,)
+    protocol = (
+        ("<answer>done</answer>",) if req.setting == "tool_use" else ()
+    )  # the multi-turn contract's word
+    return (*seen, *protocol, *req.public)
 
 
 def hint_metrics(hints: Sequence[Hint]) -> dict[str, float]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spade import designer
+from spade import designer, tool_prompts
 from spade.actions import last_boxed, strip_reasoning
 from spade.backends.batching import BatchingPolicy
 from spade.checker import CheckReport, Finding, FindingCode, check_env
@@ -28,11 +28,11 @@ from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.hints import HintRequest, hint_metrics, write_hints
 from spade.memory import FILENAME as MEMORY_FILE
 from spade.memory import EnvRecord, EnvStatus, Memory, StoredFinding, archive_sources, seed_sources
-from spade.prompts import REVIEW_SYSTEM, DesignRequest
+from spade.prompts import DesignRequest, review_system
 from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
 from spade.seeds import derive_rng, derive_seed
-from spade.skills import skills_for
+from spade.skills import Setting, skills_for
 from spade.types import EnvSource, SamplingParams, Trainer, TrainSample
 
 
@@ -46,8 +46,17 @@ class DesignOutcome:
     valid: bool
     sample_ref: str
     hint: str | None
+    """The hint from the code alone (``designer.hint_mode='code'``), or the first seed's hint."""
     reason: str
     """Why it was rejected (a finding or extraction code), '' when accepted."""
+    seed_hints: tuple[str | None, ...] = ()
+    """``designer.hint_mode='instance'``: one hint per hinted seed, in seed order (None: rejected)."""
+
+    def hints_for(self, n: int) -> list[str | None]:
+        """The hint of each of the first ``n`` hinted seeds (the same code-only hint for all of them)."""
+        if self.seed_hints:
+            return [*self.seed_hints[:n], *[None] * (n - len(self.seed_hints))]
+        return [self.hint] * n
 
 
 @dataclass
@@ -145,19 +154,21 @@ async def design_phase(
     skills = list(d.skills) or list(skills_for(d.setting))
     slots = designer.plan_slots(skills, d.skills_per_regen, step // d.regen_interval, d.envs_per_regen,
                          edit_fraction=d.edit_fraction, rng=rng)  # fmt: skip
-    requests = [_request(cfg, c, slot, rng, step) for slot in slots]
-    params = SamplingParams(temperature=d.temperature, max_tokens=d.max_tokens)
+    epoch = step // d.regen_interval
+    requests = [_request(cfg, c, slot, rng, epoch * d.envs_per_regen + slot.index) for slot in slots]
+    params = SamplingParams(temperature=d.temperature, top_p=d.top_p, top_k=d.top_k, max_tokens=d.max_tokens)
     designs = await designer.design(
         c.policy, requests, params, doc_tokens=d.doc_tokens, example_chars=d.example_code_chars
     )
     t0 = time.perf_counter()
     reports = await _check_all(cfg, c, designs, step)
     if cfg.checker.llm_review:
-        reports = await _review(c, designs, reports, cfg.designer.hint_max_tokens)
+        reports = await _review(c, designs, reports, cfg.designer.hint_max_tokens, cfg.designer.setting)
     check_s = time.perf_counter() - t0
     outcomes = []
     for i, (design, report) in enumerate(zip(designs, reports, strict=True)):
-        outcomes.append(_archive(c, design, report, f"s{step:05d}_{i:02d}_{design.skill}", step))
+        env_id = f"s{step:05d}_{i:02d}_{design.skill}"
+        outcomes.append(_archive(c, design, report, env_id, step, keep_sample=d.train))
     outcomes, hint_stats = await _hint(cfg, c, outcomes, step)
     metrics = _design_metrics(designs, outcomes)
     metrics.update(hint_stats)
@@ -166,27 +177,38 @@ async def design_phase(
 
 
 def _request(
-    cfg: TrainConfig, c: Components, slot: designer.Slot, rng: random.Random, step: int
+    cfg: TrainConfig, c: Components, slot: designer.Slot, rng: random.Random, design_index: int
 ) -> DesignRequest:
+    """One prompt's inputs; ``design_index`` counts designs over the run (the task-type rotation)."""
     d = cfg.designer
     seed = rng.randrange(2**31)
-    examples = c.memory.examples(slot.skill, d.memory_examples, seed=seed)
-    negatives = c.memory.negatives(slot.skill, d.negative_examples, seed=seed)
+    steer = cfg.memory.enabled  # the no-memory ablation shows no examples and no negatives
+    examples = c.memory.examples(slot.skill, d.memory_examples, seed=seed) if steer else []
+    negatives = c.memory.negatives(slot.skill, d.negative_examples, seed=seed) if steer else []
     mode, parent = slot.mode, None
     if mode == "edit":
         candidates = examples or c.memory.records(slot.skill, EnvStatus.VALID)
         parent = rng.choice(candidates) if candidates else None
         mode = "edit" if parent is not None else "generate"
+    multi = d.tool_contract == "multi_turn"
+    worked = (
+        tool_prompts.MULTI_TURN_EXAMPLE
+        if multi
+        else designer.pick_worked_example(d.setting, slot.skill, rng, d.worked_example_chars)
+    )
     return DesignRequest(
         skill=slot.skill,
         mode=mode,
-        worked_example=designer.pick_worked_example(d.setting, slot.skill, rng, d.worked_example_chars),
+        worked_example=worked,
         difficulty=d.difficulty,
         document=c.sampler.sample() if c.sampler is not None else None,
         examples=tuple(designer.exemplar(e) for e in examples if parent is None or e.env_id != parent.env_id),
         negatives=tuple(designer.negative(n) for n in negatives),
         parent=designer.exemplar(parent) if parent is not None else None,
         edit_format=d.edit_format,
+        tool_contract=d.tool_contract,
+        domain=tool_prompts.draw_domain(rng) if multi else "",
+        task_type=tool_prompts.task_type_for(design_index) if multi else "",
     )
 
 
@@ -208,14 +230,18 @@ async def _check_all(
 
 
 async def _review(
-    c: Components, designs: Sequence[designer.Design], reports: list[CheckReport | None], max_tokens: int
+    c: Components,
+    designs: Sequence[designer.Design],
+    reports: list[CheckReport | None],
+    max_tokens: int,
+    setting: Setting = "games",
 ) -> list[CheckReport | None]:
     """Rung 9: the policy reviews every accepted environment; no explicit ACCEPT means rejection."""
     todo = [i for i, r in enumerate(reports) if r is not None and r.ok]
     prompts = [
         c.policy.template.render(
             [
-                {"role": "system", "content": REVIEW_SYSTEM},
+                {"role": "system", "content": review_system(setting)},
                 {"role": "user", "content": f"Skill: {designs[i].skill}\n```python\n{designs[i].code}\n```"},
             ],
             add_generation_prompt=True,
@@ -237,9 +263,16 @@ async def _review(
 
 
 def _archive(
-    c: Components, design: designer.Design, report: CheckReport | None, env_id: str, step: int
+    c: Components,
+    design: designer.Design,
+    report: CheckReport | None,
+    env_id: str,
+    step: int,
+    *,
+    keep_sample: bool = True,
 ) -> DesignOutcome:
-    if design.trainable:
+    """Archive one design; ``keep_sample`` False (designer not trained) stores no training sample."""
+    if design.trainable and keep_sample:
         c.save_design_sample(env_id, design.train_sample(0.0))
     if design.code is None:
         return DesignOutcome(
@@ -259,33 +292,67 @@ def _archive(
 async def _hint(
     cfg: TrainConfig, c: Components, outcomes: list[DesignOutcome], step: int
 ) -> tuple[list[DesignOutcome], dict[str, Any]]:
-    """Write hints for accepted environments (first observation and solution come from the sandbox)."""
-    requests = []
+    """Write hints for accepted environments: one from the code alone, or (instance mode) one per seed.
+
+    A played instance (or, per seed, each hinted instance) is opened in the sandbox for its first
+    observation and solution, which the leak filter checks the hint against.
+    """
+    d = cfg.designer
+    slots: list[tuple[str, HintRequest | None]] = []
     for o in outcomes:
         if o.valid:
-            request = await _hint_request(cfg, c, c.memory.get(o.env_id), step)
-            if request is not None:
-                requests.append(request)
-    d = cfg.designer
-    params = SamplingParams(temperature=d.hint_temperature, max_tokens=d.hint_max_tokens)
+            found = await _hint_requests(cfg, c, c.memory.get(o.env_id), step)
+            slots += [(o.env_id, r) for r in found]
+    requests = [r for _, r in slots if r is not None]
+    params = SamplingParams(
+        temperature=d.hint_temperature, top_p=d.top_p, top_k=d.top_k, max_tokens=d.hint_max_tokens
+    )
     hints = await write_hints(
         c.policy, requests, params, max_words=d.hint_max_words, max_chars=d.hint_max_chars
     )
-    by_env = {h.env_id: h.hint for h in hints}
-    for env_id, hint in by_env.items():
-        if hint:
-            c.memory.set_hint(env_id, hint)
-    updated = [
-        DesignOutcome(o.env_id, o.skill, o.mode, o.valid, o.sample_ref, by_env.get(o.env_id), o.reason)
-        for o in outcomes
-    ]
+    written = iter(hints)
+    by_env: dict[str, list[str | None]] = {}
+    for env_id, request in slots:  # a seed whose instance failed keeps its place, with no hint
+        by_env.setdefault(env_id, []).append(next(written).hint if request is not None else None)
+    updated = []
+    for o in outcomes:
+        mine = by_env.get(o.env_id, [])
+        first = next((h for h in mine if h), None)
+        if first:
+            c.memory.set_hint(o.env_id, first)
+        per_seed = tuple(mine) if d.hint_mode == "instance" else ()
+        updated.append(dataclasses.replace(o, hint=first, seed_hints=per_seed))
     return updated, hint_metrics(hints)
 
 
-async def _hint_request(cfg: TrainConfig, c: Components, record: EnvRecord, step: int) -> HintRequest | None:
+async def _hint_requests(
+    cfg: TrainConfig, c: Components, record: EnvRecord, step: int
+) -> list[HintRequest | None]:
+    """Code mode: one request, its leaks checked against the first played instance; instance mode: one per
+    hinted seed, with that instance's first observation (None where the instance failed to open)."""
     from spade.rollout import episode_seeds  # noqa: PLC0415 - avoids an import cycle through agent
 
-    seed = episode_seeds(cfg.seed, step, record.env_id, 1)[0]
+    instance = cfg.designer.hint_mode == "instance"
+    n = cfg.rollout.hint_plays_per_env if instance else 1
+    setting = cfg.designer.setting
+    out: list[HintRequest | None] = []
+    for seed in episode_seeds(cfg.seed, step, record.env_id, n):
+        opened = await _first_look(c, record, seed)
+        if opened is None:
+            out += [None] if instance else []
+            continue
+        obs, actions = opened
+        if instance:
+            out.append(HintRequest(record.env_id, record.code, obs, setting, actions))
+        else:
+            out.append(HintRequest(record.env_id, record.code, None, setting, actions, public=(obs,)))
+    return out
+
+
+async def _first_look(
+    c: Components, record: EnvRecord, seed: int
+) -> tuple[str, tuple[str, ...] | None] | None:
+    """The first observation and solution actions of one instance, or None when the sandbox fails."""
     try:
         env = await c.runner.aopen(record.code, filename=f"<{record.env_id}>")
     except SandboxError:
@@ -301,7 +368,21 @@ async def _hint_request(cfg: TrainConfig, c: Components, record: EnvRecord, step
     finally:
         await env.aclose()
     actions = (solution,) if isinstance(solution, str) else tuple(solution) if solution else None
-    return HintRequest(record.env_id, record.code, obs, cfg.designer.setting, actions)
+    return obs, actions
+
+
+def fresh_only(cfg: TrainConfig, memory: Memory, designed: Sequence[DesignOutcome], step: int) -> list[str]:
+    """The environments to play under the no-memory ablation (``memory.enabled=False``).
+
+    Only this regeneration's valid designs; designed environments are never replayed. When none is valid
+    the seed library (never designed) fills in, so the agent still has something to train on.
+    """
+    current = [d.env_id for d in designed if d.valid]
+    if current:
+        return current
+    seeds = sorted(r.env_id for r in memory.records(status=EnvStatus.VALID) if r.is_seed)
+    random.Random(f"{cfg.seed}/{step}/seed-fill").shuffle(seeds)
+    return seeds[: cfg.designer.envs_per_regen]
 
 
 def _design_metrics(designs: Sequence[designer.Design], outcomes: Sequence[DesignOutcome]) -> dict[str, Any]:

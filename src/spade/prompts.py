@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from spade import tool_prompts
 from spade.skills import setting_of, skills_for
 from spade.types import CorpusDoc, Message
 
@@ -27,6 +28,8 @@ EditFormat = Literal["file", "patch"]
 """``file``: the edit is the complete modified module; ``patch``: SEARCH/REPLACE blocks applied to the parent."""
 Mode = Literal["generate", "edit"]
 """``generate``: write an environment from scratch; ``edit``: mutate a parent environment from memory."""
+ToolContract = Literal["single", "multi_turn"]
+"""Tool-use environments: one task checked by the answer, or the authors' multi-turn instruction contract."""
 
 
 Truncate = Callable[[str, int], str]
@@ -72,11 +75,21 @@ class DesignRequest:
     """The environment to mutate; required in ``edit`` mode."""
     edit_format: EditFormat = "file"
     """``edit`` mode: ask for the complete modified file or for SEARCH/REPLACE blocks."""
+    tool_contract: ToolContract = "single"
+    """Tool-use skills: the contract asked for (``multi_turn`` needs ``domain`` and ``task_type``)."""
+    domain: str = ""
+    """``multi_turn``: the realistic domain (a key of ``spade.tool_prompts.DOMAINS``)."""
+    task_type: str = ""
+    """``multi_turn``: the task type (a key of ``spade.tool_prompts.TASK_TYPES``)."""
 
     def __post_init__(self) -> None:
         setting_of(self.skill)  # raises ValueError naming the known skills
         if self.mode == "edit" and self.parent is None:
             raise ValueError("edit mode needs a parent environment; pass parent= or use mode='generate'")
+        if self.tool_contract == "multi_turn":
+            if setting_of(self.skill) != "tool_use":
+                raise ValueError("tool_contract='multi_turn' needs a tool-use skill")
+            tool_prompts.task_block(self.domain, self.task_type)  # raises ValueError naming the known ones
 
 
 SYSTEM_GAMES = (
@@ -212,6 +225,26 @@ that the document's subject involves, with realistic but invented data. Do not m
 Before writing, check that solution() wins from reset and that a single tool call does not.
 Output the complete module in a single ```python block."""
 
+UNGROUNDED_GENERATE_INSTRUCTION = """Create a NEW environment for the target skill, different from every
+example above: choose your own setting, rules and goal, so that the agent must apply the skill over several
+turns rather than recall a fact.
+Before writing, check that solution() wins from reset and that random play does not.
+Output the complete module in a single ```python block."""
+
+UNGROUNDED_TOOLS_GENERATE_INSTRUCTION = """Create a NEW environment for the target skill, different from
+every example above: choose a realistic domain yourself and simulate the kind of system, records and
+operations it involves, with realistic but invented data.
+Before writing, check that solution() wins from reset and that a single tool call does not.
+Output the complete module in a single ```python block."""
+
+
+def generate_instruction(tools: bool, grounded: bool) -> str:
+    """The closing instruction of a ``generate`` prompt; it cites the document only when one is shown."""
+    if grounded:
+        return TOOLS_GENERATE_INSTRUCTION if tools else GENERATE_INSTRUCTION
+    return UNGROUNDED_TOOLS_GENERATE_INSTRUCTION if tools else UNGROUNDED_GENERATE_INSTRUCTION
+
+
 EDIT_INSTRUCTION = """Create a NEW environment by editing the parent environment above. Make one meaningful
 change: a rule, a constant (sizes, ranges, budgets), the win condition, or what the observation reveals, so
 that it becomes a different challenge for the target skill at the target difficulty. {advice}
@@ -234,6 +267,32 @@ REVIEW_SYSTEM = """You review a training environment written as Python code. Acc
 coherent multi-turn task for the stated skill, its observations tell the player what to do, it can be won by
 reasoning (not luck), and it does not reveal the answer. Think briefly, then end with exactly \\boxed{ACCEPT}
 or \\boxed{REJECT}."""
+
+REVIEW_SYSTEM_TOOLS = """You audit a tool-use training environment written as Python code for solvability. Trace
+each instruction's criterion to the tool calls that make it true. Reject it only for a fatal defect: a
+criterion that needs state no tool can produce, a type mismatch between what a tool stores and what a
+criterion tests, a hidden value the agent cannot derive from the instructions and tool outputs, a required
+tool that always fails, or most criteria already true at reset. Do not reject for difficulty. Think briefly,
+then end with exactly \\boxed{ACCEPT} or \\boxed{REJECT}."""
+
+
+def review_system(setting: str) -> str:
+    """The reviewer's system prompt: the solvability audit for tool use, the coherence review for games."""
+    return REVIEW_SYSTEM_TOOLS if setting == "tool_use" else REVIEW_SYSTEM
+
+
+HINT_SYSTEM_GAMES_CODE = """You read the code of a text environment and write a short hint for a player who
+cannot see the code. Each episode is a new random instance of this code, so the hint must hold for every
+instance: give the key insight or strategy and the expected action format, in 1-3 sentences and at most
+{max_words} words. Never state answers, hidden values or winning moves, and do not mention the code,
+variable names or seeds. Reply with the hint only."""
+
+HINT_SYSTEM_TOOLS_CODE = """You read the code of a tool-use environment and write a short hint for an agent who
+cannot see the code. Each episode is a new random instance of this code, so the hint must hold for every
+instance: give a value-free plan (which kinds of tools to use in which order, what to check before
+finishing, and to submit <answer>done</answer> only after all steps when the task comes as several
+instructions), with placeholders instead of concrete ids, names or values. At most {max_words} words.
+Never state the final answer or the exact calls. Reply with the hint only."""
 
 HINT_SYSTEM_GAMES = """You read the code of a text environment and its first observation, and write a short
 hint for a player who cannot see the code. Give the key insight or strategy and the expected action format, in
@@ -353,36 +412,52 @@ def build_design_messages(
     doc_tokens: int = 1024,
     example_chars: int = 3000,
 ) -> list[Message]:
-    """The chat messages of one designer prompt (see the module docstring for the layout)."""
-    setting = setting_of(req.skill)
-    tools = setting == "tool_use"
-    contract = (CONTRACT_TOOLS if tools else CONTRACT_GAMES).format(skill=req.skill)
-    blocks = [_document_block(req.document, truncate, doc_tokens), _target_block(req.skill, req.difficulty)]
-    if req.mode == "edit":
-        parent = req.parent
-        if parent is None:
-            raise ValueError("edit mode needs a parent environment; pass parent= or use mode='generate'")
-        # A patch only needs the lines it changes, so a long parent is shown cut (at a line boundary).
-        patch = req.edit_format == "patch"
-        shown = truncate_code(parent.code, example_chars) if patch else parent.code
-        blocks += [
-            contract,
-            f"PARENT ENVIRONMENT `{parent.env_id}` ({_stats(parent)}), "
-            + ("code (edit only lines shown here):" if patch and shown != parent.code else "complete code:")
-            + f"\n```python\n{shown.rstrip()}\n```",
-            _negatives_block(req.negatives, example_chars),
-            (EDIT_INSTRUCTION_PATCH if req.edit_format == "patch" else EDIT_INSTRUCTION).format(
-                advice=_edit_advice(parent.win_rate)
-            ),
-        ]
+    """The chat messages of one designer prompt (see the module docstring for the layout).
+
+    With the multi-turn tool contract the fixed domain and task type come first and the document (if any)
+    follows as optional flavour; without a document the closing instruction does not cite one.
+    """
+    tools = setting_of(req.skill) == "tool_use"
+    multi = tools and req.tool_contract == "multi_turn"
+    document = _document_block(req.document, truncate, doc_tokens)
+    target = _target_block(req.skill, req.difficulty)
+    if multi:
+        contract = tool_prompts.CONTRACT_TOOLS_MULTI_TURN.format(skill=req.skill)
+        head = [target, tool_prompts.task_block(req.domain, req.task_type)]
+        flavour = tool_prompts.flavour_block(document)
+        closing = tool_prompts.MULTI_TURN_INSTRUCTION
     else:
-        blocks += [
+        contract = (CONTRACT_TOOLS if tools else CONTRACT_GAMES).format(skill=req.skill)
+        head, flavour = [document, target], ""
+        closing = generate_instruction(tools, grounded=bool(document))
+    if req.mode == "edit":
+        body = _edit_blocks(req, contract, example_chars)
+        closing = (EDIT_INSTRUCTION_PATCH if req.edit_format == "patch" else EDIT_INSTRUCTION).format(
+            advice=_edit_advice(req.parent.win_rate if req.parent is not None else None)
+        )
+    else:
+        body = [
             f"{contract}\n\nA COMPLETE WORKED EXAMPLE of this interface:\n"
             f"```python\n{req.worked_example.rstrip()}\n```",
             _examples_block(req.examples, example_chars),
             _negatives_block(req.negatives, example_chars),
-            TOOLS_GENERATE_INSTRUCTION if tools else GENERATE_INSTRUCTION,
         ]
     system = SYSTEM_TOOLS if tools else SYSTEM_GAMES
-    user = "\n\n".join(b for b in blocks if b)
+    user = "\n\n".join(b for b in [*head, *body, flavour, closing] if b)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _edit_blocks(req: DesignRequest, contract: str, example_chars: int) -> list[str]:
+    parent = req.parent
+    if parent is None:
+        raise ValueError("edit mode needs a parent environment; pass parent= or use mode='generate'")
+    # A patch only needs the lines it changes, so a long parent is shown cut (at a line boundary).
+    patch = req.edit_format == "patch"
+    shown = truncate_code(parent.code, example_chars) if patch else parent.code
+    return [
+        contract,
+        f"PARENT ENVIRONMENT `{parent.env_id}` ({_stats(parent)}), "
+        + ("code (edit only lines shown here):" if patch and shown != parent.code else "complete code:")
+        + f"\n```python\n{shown.rstrip()}\n```",
+        _negatives_block(req.negatives, example_chars),
+    ]

@@ -23,9 +23,9 @@ from spade.config import TrainConfig
 from spade.credit import EnvStats, PendingCredit
 from spade.memory import EnvStatus, Memory
 from spade.memory_select import pool_batch
-from spade.phases import Components, DesignOutcome, design_phase, make_components
+from spade.phases import Components, DesignOutcome, design_phase, fresh_only, make_components
 from spade.regret import estimate_regret
-from spade.rollout import episode_seeds, paired_jobs, run_jobs, status_counts
+from spade.rollout import PlayJob, episode_seeds, paired_jobs, run_jobs, status_counts
 from spade.rundir import RunDir
 from spade.seeds import derive_rng, derive_seed
 from spade.types import PlayStatus, TrainSample, Trajectory
@@ -153,7 +153,8 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     row.update(agent_metrics)
     row["speed/sampled_tokens_per_s"] = row["agent/sampled_tokens"] / max(row["time/play_s"], 1e-9)
     state.credit = list(cr.observe([*state.credit, *(_pending(d, per_env, step) for d in designed)], per_env))
-    designer_samples, designer_metrics = _score_designer(cfg, c, state, step, len(agent_samples))
+    # The designer scale counts agent plays before constant groups are dropped (as the authors do).
+    designer_samples, designer_metrics = _score_designer(cfg, c, state, step, int(row["agent/plays"]))
     row.update(designer_metrics)
 
     progress(f"step {step}: update on {len(agent_samples)} agent + {len(designer_samples)} designer samples")
@@ -179,6 +180,8 @@ def _choose_current(
     """
     if cfg.mode == "fixed_pool":
         return _pool_batch(cfg, memory, step)
+    if not cfg.memory.enabled:  # no-memory ablation: never replay designs
+        return fresh_only(cfg, memory, designed, step)
     return _top_up(cfg, memory, [d.env_id for d in designed if d.valid], step)
 
 
@@ -215,15 +218,16 @@ def _pool_batch(cfg: TrainConfig, memory: Memory, step: int) -> list[str]:
 async def _play(
     cfg: TrainConfig, c: Components, current: Sequence[str], designed: Sequence[DesignOutcome], step: int
 ) -> list[Trajectory]:
-    hints = {d.env_id: d.hint for d in designed if d.valid and d.hint}
+    new = {d.env_id: d for d in designed if d.valid}
     rc = cfg.rollout
     jobs = []
     for env_id in current:
         seeds = episode_seeds(cfg.seed, step, env_id, max(rc.plays_per_env, rc.hint_plays_per_env))
         code = c.memory.get(env_id).code
-        jobs += paired_jobs(
-            env_id, code, seeds, rc.plays_per_env, hint=hints.get(env_id), hint_plays=rc.hint_plays_per_env
-        )
+        jobs += paired_jobs(env_id, code, seeds, rc.plays_per_env, hint=None, hint_plays=0)
+        if env_id in new:  # hinted arm: one code-only hint for every seed, or one hint per seed
+            hints = new[env_id].hints_for(rc.hint_plays_per_env)
+            jobs += [PlayJob(env_id, code, s, h) for s, h in zip(seeds, hints, strict=False) if h]
     # More concurrent plays than live sandbox instances would only queue threads on instance slots.
     limit = min(rc.max_concurrent_plays, cfg.sandbox.max_live_instances)
     return await run_jobs(c.runner, c.policy, jobs, cfg.play, max_concurrent=limit)

@@ -2,13 +2,16 @@
 
 The scripted policy recognises the three kinds of request the loop makes (design, hint, play) and answers:
 
-* design: a quiz environment (a chain of arithmetic questions, parameters varied per request), or, by its
-  ``behaviour``, broken code (syntax errors, rewards out of range, no termination) or hostile code (loops,
-  ``os._exit``, memory bombs, sockets);
+* design: a quiz environment (a chain of arithmetic questions, parameters varied per request) for a games
+  skill, a stock register in the multi-turn tool contract (3-5 instructions, answer ``done``) for a tool
+  skill, or, by its ``behaviour``, broken code (syntax errors, rewards out of range, no termination) or
+  hostile code (loops, ``os._exit``, memory bombs, sockets);
 * hint: a strategy hint;
-* review: ACCEPT for quizzes of up to 4 questions, REJECT otherwise;
-* play: the right answer to the last question when a hint is in the conversation, otherwise the right
-  answer with probability ``skill`` (which grows with each ``load_weights``), else a wrong one.
+* review: ACCEPT for quizzes of up to 4 questions (registers of up to 3 instructions), REJECT otherwise;
+* play: the right answer to the last question (or the right tool call for the last instruction, then
+  ``<answer>done</answer>``) when a hint is in the conversation, otherwise the right one with probability
+  ``skill`` (which grows with each ``load_weights``), else a wrong one (for a tool instruction: a wrong
+  count or, half the time, a premature ``done``).
 
 Every output is a pure function of the prompt and the policy's skill, so runs are reproducible whatever
 the request order. Tokens are UTF-8 bytes under a tiny chat template.
@@ -24,15 +27,26 @@ from pathlib import Path
 from typing import Literal
 
 from spade import prompts
+from spade.skills import GAME_SKILLS
 from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSample
 
 Behaviour = Literal["valid", "broken", "hostile", "mixed"]
 
 _DESIGN_MARKERS = (prompts.SYSTEM_GAMES[:60], prompts.SYSTEM_TOOLS[:60])
-_REVIEW_MARKER = prompts.REVIEW_SYSTEM[:50]
-_HINT_MARKERS = (prompts.HINT_SYSTEM_GAMES[:40], prompts.HINT_SYSTEM_TOOLS[:40])
+_REVIEW_MARKERS = (prompts.REVIEW_SYSTEM[:50], prompts.REVIEW_SYSTEM_TOOLS[:50])
+_HINT_MARKERS = tuple(
+    t[:40]
+    for t in (
+        prompts.HINT_SYSTEM_GAMES,
+        prompts.HINT_SYSTEM_TOOLS,
+        prompts.HINT_SYSTEM_GAMES_CODE,
+        prompts.HINT_SYSTEM_TOOLS_CODE,
+    )
+)
 _SKILL = re.compile(r"TARGET SKILL: [^(]*\(`([a-z_]+)`\)")
 _QUESTION = re.compile(r"What is (-?\d+) ([+\-*]) (-?\d+)\?")
+_INSTRUCTION = re.compile(r"Set the stock of ([a-z]+) to (\d+) units\.")
+_ALL_DONE = "[ALL STEPS COMPLETE]"
 
 
 class ByteTemplate:
@@ -126,6 +140,63 @@ class Quiz{tag}Env(TextEnv):
 ENV = Quiz{tag}Env
 '''
 
+TOOL_TEMPLATE = '''"""Stock register ({n} instructions): the user asks for stock corrections one at a time."""
+
+from spade.env import ToolEnv, answer_action, function_schema, tool_call_action
+
+ITEMS = ("bolts", "nuts", "gears", "springs", "valves", "pipes", "rivets")
+
+
+def _item(value):
+    if not isinstance(value, str) or value not in ITEMS:
+        raise KeyError(f"unknown item {{value!r}}; items: {{', '.join(ITEMS)}}")
+    return value
+
+
+class Register{tag}Env(ToolEnv):
+    """Correct the stock register as the user asks, one instruction at a time."""
+
+    skill = "{skill}"
+    max_turns = {turns}
+    tools = [
+        function_schema("get_count", "Show the units in stock of an item.", item=("string", "Item name")),
+        function_schema("set_count", "Set the units in stock of an item.", item=("string", "Item name"),
+                        count=("integer", "New number of units")),
+        function_schema("delete_item", "Remove an item from the register.", item=("string", "Item name")),
+    ]
+
+    def _reset(self, options):
+        self.stock = {{item: self.rng.randint(1, {hi}) for item in ITEMS}}
+        picks = self.rng.sample(ITEMS, {n})
+        self.targets = [(item, self.stock[item] + self.rng.randint(1, 9)) for item in picks]
+        self.instructions = [f"Set the stock of {{item}} to {{count}} units." for item, count in self.targets]
+        self.criteria = [(lambda item=item, count=count: self.stock.get(item) == count) for item, count in self.targets]
+        return self.instructions[0], {{}}
+
+    def tool_get_count(self, item):
+        return f"{{item}}: {{self.stock[_item(item)]}} units"
+
+    def tool_set_count(self, item, count):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError("count must be a non-negative integer")
+        self.stock[_item(item)] = count
+        return f"{{item}} set to {{count}} units"
+
+    def tool_delete_item(self, item):
+        del self.stock[_item(item)]
+        return f"{{item}} deleted"
+
+    def check_answer(self, answer):
+        return answer.strip().lower() == "done" and self.instructions_done
+
+    def solution(self):
+        calls = [tool_call_action("set_count", item=item, count=count) for item, count in self.targets]
+        return [*calls, answer_action("done")]
+
+
+ENV = Register{tag}Env
+'''
+
 BROKEN = {
     "syntax": "class Broken(TextEnv)\n    pass\n",
     "no_termination": QUIZ_TEMPLATE.replace("return self.end_turn(\"Wrong answer. Game over.\", 0.0, terminated=True)",
@@ -167,14 +238,19 @@ def design_reply(prompt: str, behaviour: Behaviour) -> str:
         source = list(BROKEN.values())[int(u * 1e6) % len(BROKEN)]
     elif kind == "hostile":
         source = list(HOSTILE.values())[int(u * 1e6) % len(HOSTILE)]
-    else:
+    elif fill["skill"] in GAME_SKILLS:
         source = QUIZ_TEMPLATE
+    else:
+        source = TOOL_TEMPLATE
     code = source.format(**fill) if "{" in source else source
     return f"Here is the environment.\n\n```python\n{code}```\n"
 
 
 def play_reply(prompt: str, skill: float) -> str:
     """The scripted agent's reply: right when hinted or lucky, else off by one."""
+    steps = list(_INSTRUCTION.finditer(prompt))
+    if steps:
+        return _tool_reply(prompt, steps[-1], skill)
     questions = _QUESTION.findall(prompt)
     if not questions:
         return "I am not sure. \\boxed{0}"
@@ -183,6 +259,20 @@ def play_reply(prompt: str, skill: float) -> str:
     value = x + y if op == "+" else x - y if op == "-" else x * y
     right = "HINT:" in prompt or _unit("play" + prompt) < skill
     return f"Let me compute {a} {op} {b}. \\boxed{{{value if right else value + 1}}}"
+
+
+def _tool_reply(prompt: str, last: re.Match[str], skill: float) -> str:
+    """A tool call for the latest instruction, or ``done`` once every step is complete."""
+    if prompt.rfind(_ALL_DONE) > last.end():
+        return "All steps are complete. <answer>done</answer>"
+    item, count = last.group(1), int(last.group(2))
+    right = "HINT:" in prompt or _unit("play" + prompt) < skill
+    if (
+        not right and _unit("early" + prompt) < 0.5
+    ):  # tool calls cost no turn: a loss needs a premature answer
+        return "That should be everything. <answer>done</answer>"
+    call = {"name": "set_count", "arguments": {"item": item, "count": count if right else count + 1}}
+    return f"<tool_call>{json.dumps(call)}</tool_call>"
 
 
 class ScriptedPolicy:
@@ -201,10 +291,11 @@ class ScriptedPolicy:
 
     def _complete(self, prompt: str, params: SamplingParams) -> Completion:
         self.requests += 1
-        if _REVIEW_MARKER in prompt:  # accepts short quizzes only, so reviews both accept and reject
-            text = (
-                "\\boxed{REJECT}" if "(5 questions)" in prompt else "Coherent and winnable. \\boxed{ACCEPT}"
-            )
+        if any(
+            m in prompt for m in _REVIEW_MARKERS
+        ):  # accepts short quizzes only, so reviews both accept and reject
+            longest = any(f"({n})" in prompt for n in ("5 questions", "4 instructions", "5 instructions"))
+            text = "\\boxed{REJECT}" if longest else "Coherent and winnable. \\boxed{ACCEPT}"
         elif any(m in prompt for m in _DESIGN_MARKERS):
             text = design_reply(prompt, self.behaviour)
         elif any(m in prompt for m in _HINT_MARKERS):
