@@ -1,5 +1,11 @@
 """The child's side of the protocol: one environment instance answering requests.
 
+Each request runs under a CPU-time limit of the instance's own user-mode time (``ITIMER_VIRTUAL``; its
+SIGVTALRM keeps the default action, so the process ends and the harness reports ``timeout``). User time is
+what the environment computes; it does not grow with machine load, and the kernel's page-fault work of a
+memory bomb (system time) does not count, so which limit a design hits first does not depend on the machine's
+state.
+
 Request: ``{"id": n, "op": name, "args": {...}}``. Reply: ``{"id": n, "ok": true, "value": v}`` or
 ``{"id": n, "ok": false, "kind": k, "error": message}``. Values are checked here with the harness's own
 validators only to give precise messages early; the harness validates again and trusts nothing from here.
@@ -11,6 +17,7 @@ import errno
 import json
 import traceback
 from collections.abc import Callable
+from signal import ITIMER_VIRTUAL, setitimer  # bound before guard.install() replaces signal.setitimer
 from typing import Any
 
 from spade.env import TextEnv, ToolEnv
@@ -54,7 +61,16 @@ class Session:
         }
 
     def answer(self, request: dict[str, Any]) -> bytes:
-        """Run one request and encode its reply line."""
+        """Run one request under its CPU-time limit and encode its reply line."""
+        name = request.get("op", "")
+        limit = self.limits.load_timeout_s if name == "load" else self.limits.call_timeout_s
+        setitimer(ITIMER_VIRTUAL, limit)  # SIGVTALRM (default action: terminate) past the limit
+        try:
+            return self._answer(request)
+        finally:
+            setitimer(ITIMER_VIRTUAL, 0)
+
+    def _answer(self, request: dict[str, Any]) -> bytes:
         rid = request.get("id")
         op = self._ops.get(request.get("op", ""))
         try:
