@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from spade.actions import ActionMode
+from spade.errors import SpadeError
 from spade.prompts import Difficulty
 from spade.sandbox.limits import Limits
 from spade.skills import Setting, skills_for
 
 
-class ConfigError(ValueError):
+class ConfigError(SpadeError, ValueError):
     """An invalid configuration value; the message names the field and the fix."""
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from spade.config import MemoryConfig
+from spade.errors import SpadeError
 from spade.memory_select import eviction_order, in_band, pick_examples, pick_replay
 from spade.skills import Setting
 from spade.types import EnvSource
@@ -75,7 +76,7 @@ FROM envs e
 """
 
 
-class MemoryStoreError(RuntimeError):
+class MemoryStoreError(SpadeError, RuntimeError):
     """The archive file cannot be used as asked; the message says why and what to do."""
 
 

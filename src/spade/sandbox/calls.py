@@ -22,6 +22,7 @@ from typing import Any
 
 from spade.env import TextEnv, ToolEnv
 from spade.envs.loader import EnvLoadError, load_env_factory
+from spade.errors import SpadeError
 from spade.sandbox import guard, validate
 from spade.sandbox.errors import ErrorKind
 from spade.sandbox.limits import Limits
@@ -29,7 +30,7 @@ from spade.sandbox.limits import Limits
 _MAX_MESSAGE = 2000
 
 
-class _CallError(Exception):
+class _CallError(SpadeError):
     def __init__(self, kind: ErrorKind, message: str, detail: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind

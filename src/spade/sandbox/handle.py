@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, NoReturn, Self, TypeVar
 
 from spade.env import StepResult
+from spade.errors import SpadeError
 from spade.sandbox import replies, validate
 from spade.sandbox.api import EnvMeta
 from spade.sandbox.errors import ErrorKind, SandboxError
@@ -35,7 +36,7 @@ _READ = 1 << 16
 _EOF_GRACE_S = 0.5
 
 
-class _StopError(Exception):
+class _StopError(SpadeError):
     def __init__(self, kind: ErrorKind | None, message: str) -> None:
         super().__init__(message)
         self.kind = kind  # None: the instance hung up (EOF); its exit status decides the kind
