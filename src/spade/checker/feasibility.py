@@ -15,6 +15,7 @@ from spade.checker.failures import first_failure
 from spade.checker.findings import Finding, FindingCode, finding
 from spade.checker.probes import Policy
 from spade.config import CheckerConfig
+from spade.envs.official import PLAN_MARKER
 
 _TAGGED = re.compile(r"<tool_call>.*?</tool_call>|<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
 _ANSWER = re.compile(r"^\s*<answer>(.*?)</answer>\s*$", re.DOTALL | re.IGNORECASE)
@@ -40,10 +41,14 @@ def solution_actions(solution: list[str] | str) -> tuple[list[str], bool]:
 
     A list is a script. A string is a script when it holds ``<tool_call>``/``<answer>`` tags or
     ``\\boxed{}`` actions (each one is played in order); a short single line is played as one action but
-    counts as a description (it may be prose); longer text is a description and is not played.
+    counts as a description (it may be prose); longer text is a description and is not played. Prose that
+    an official tool environment bound to its instance (after :data:`~spade.envs.official.PLAN_MARKER`) is
+    played as that plan, still as a description: evidence of feasibility, not the author's script.
     """
     if isinstance(solution, list):
         return list(solution), True
+    if PLAN_MARKER in solution:
+        return _TAGGED.findall(solution.split(PLAN_MARKER, 1)[1]), False
     tagged = _TAGGED.findall(solution)
     if tagged:
         return tagged, True
@@ -121,20 +126,30 @@ def feasibility_findings(
             msg = f"solution() won {sum(wins)} of {len(wins)} tested seeds (lost on seeds {lost})."
             return [finding(FindingCode.SOLUTION_PARTIAL, "feasibility", msg)], stats
         return [], stats
+    if played and any(wins):
+        return [_prose(played, "playing the plan read from it won")], stats
     if hinted:
         if stats["policy_win_rate"] > 0:
-            return [], stats
+            return ([_prose(played, "the hint-following policy won")] if played else []), stats
         msg = (
             f"the hint-following policy won none of {len(hinted)} episodes. Likely cause: the goal is "
             "unreachable or the action format is unclear. Fix: check that a winning sequence exists and that "
             "the observation explains the action format."
         )
         return [finding(FindingCode.INFEASIBLE, "feasibility", msg)], stats
-    if played and any(wins):
-        return [], stats
     why = "solution() returns prose that does not win when played" if played else "there is no solution()"
     msg = f"feasibility unverified: {why}. Fix: make solution() return the list of winning actions."
     return [finding(FindingCode.NO_SOLUTION, "feasibility", msg)], stats
+
+
+def _prose(played: Sequence[Episode], evidence: str) -> Finding:
+    interpreted = any(isinstance(e.solution, str) and PLAN_MARKER in e.solution for e in played)
+    how = " (names bound from the instance)" if interpreted else ""
+    msg = (
+        f"solution() is prose that cannot be played as written; feasibility rests on other evidence: "
+        f"{evidence}{how}. Fix: return the list of winning actions (<tool_call>/<answer> strings)."
+    )
+    return finding(FindingCode.SOLUTION_PROSE, "feasibility", msg)
 
 
 def _solution_fails(played: Sequence[Episode], cfg: CheckerConfig) -> Finding:

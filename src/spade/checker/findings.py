@@ -98,6 +98,8 @@ class FindingCode(enum.Enum):
     """``solution()`` raised or returned an invalid value."""
     SOLUTION_FAILS = "SOLUTION_FAILS"
     """Playing the scripted ``solution()`` did not win on any tested seed."""
+    SOLUTION_PROSE = "SOLUTION_PROSE"
+    """``solution()`` is prose, not a playable script; feasibility came from other evidence (a warning)."""
     SOLUTION_PARTIAL = "SOLUTION_PARTIAL"
     """The scripted ``solution()`` won on some tested seeds but not all."""
     INFEASIBLE = "INFEASIBLE"
@@ -123,6 +125,7 @@ DEFAULT_SEVERITY: dict[FindingCode, Severity] = dict.fromkeys(FindingCode, _FATA
     FindingCode.EMPTY_OBSERVATION: "warning",
     FindingCode.NO_SOLUTION: "warning",
     FindingCode.SOLUTION_PARTIAL: "warning",
+    FindingCode.SOLUTION_PROSE: "warning",
     FindingCode.FIXED_SOLUTION: "warning",
 }
 """Severity of each code unless a check says otherwise (GLOBAL_RNG is a warning for official-format files)."""

@@ -185,8 +185,9 @@ def _feasibility(run: _Run) -> list[Finding]:
     run.solved = run.play.play_all([Job("solution", s, None, _SCRIPT_CAP, solve) for s in seeds])
     played = [e for e in run.solved if e.steps and e.solution is not None]
     explicit = any(feasibility.solution_actions(e.solution)[1] for e in played if e.solution is not None)
+    plan_won = any(run.won(e) for e in played)  # a prose plan bound to the instance that won is evidence too
     hinted: list[Episode] = []
-    if run.policy is not None and not (played and explicit):
+    if run.policy is not None and not (played and (explicit or plan_won)):
         hinted = [
             run.play.play("hinted", s, run.policy, max_steps=_SCRIPT_CAP) for s in seeds
         ]  # may be stateful
