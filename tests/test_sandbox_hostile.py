@@ -83,7 +83,7 @@ def sb(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     box.close()
 
 
-def leftover(box: Sandbox, wait_s: float = 2.0) -> list[int]:
+def leftover(box: Sandbox, wait_s: float = 20.0) -> list[int]:
     deadline = time.monotonic() + wait_s
     pids = box.instance_pids()
     while pids and time.monotonic() < deadline:
@@ -554,7 +554,7 @@ with Sandbox(Limits(**limits)) as box:
             report["kinds"][name] = None
         except SandboxError as exc:
             report["kinds"][name] = exc.kind
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 20
     while box.instance_pids() and time.monotonic() < deadline:
         time.sleep(0.02)
     report["leftover"] = box.instance_pids()
