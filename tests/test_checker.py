@@ -453,3 +453,28 @@ def test_interpret_plan_binds_names_from_the_instance() -> None:
         _call("move", piece="rook", to="a1"),
         "<answer>e4</answer>",
     ]
+
+
+# -- the ladder's structure ----------------------------------------------------------------------------------
+
+
+def test_the_stage_order_is_derived_from_the_rungs_and_evidence_is_immutable() -> None:
+    import dataclasses  # noqa: PLC0415 - only this test needs it
+
+    from spade.checker import RUNGS, STAGES, Evidence  # noqa: PLC0415 - the unit under test
+
+    assert tuple(stage for stage, _ in RUNGS) == STAGES
+    assert STAGES[0] == "parse"
+    assert STAGES[-1] == "exploit"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Evidence().code = "x"  # type: ignore[misc]
+
+
+def test_the_checker_uses_the_win_rule_it_is_given(runner: EnvRunner) -> None:
+    from spade.config import PlayConfig, WinRule  # noqa: PLC0415 - only this test needs them
+
+    source = envs.spec(envs.names()[0]).source()  # a seed environment: solution() is an explicit script
+    assert check_env(source, runner, seed=7, win=PlayConfig()).ok
+    strict = check_env(source, runner, seed=7, win=WinRule(success_threshold=1.5))  # returns are clipped to 1
+    assert not strict.ok
+    assert FindingCode.SOLUTION_FAILS in strict.codes

@@ -194,7 +194,12 @@ async def _check_all(
             return None
         async with gate:
             return await asyncio.to_thread(
-                check_env, design.code, c.runner, cfg.checker, seed=cfg.seed * 7919 + step * 101 + i
+                check_env,
+                design.code,
+                c.runner,
+                cfg.checker,
+                seed=cfg.seed * 7919 + step * 101 + i,
+                win=cfg.play,
             )
 
     return list(await asyncio.gather(*(one(i, x) for i, x in enumerate(designs))))

@@ -22,11 +22,8 @@ Stage = Literal[
     "exploit",
     "review",
 ]
-"""Rungs of the ladder, in the order they run (SPEC §5); the ladder stops after the first fatal rung."""
-
-STAGES: tuple[Stage, ...] = (
-    "parse", "static", "load", "determinism", "steps", "termination", "tools", "feasibility", "exploit",
-)  # fmt: skip
+"""Where a finding was made: a rung of the ladder (their order is ``spade.checker.ladder.STAGES``, derived
+from the rungs) or ``review``, the optional LLM review after it."""
 
 
 class FindingCode(enum.Enum):
