@@ -267,6 +267,16 @@ def test_a_call_that_blocks_without_computing_is_reported_as_stalled() -> None:
         assert leftover(box) == []
 
 
+def test_a_memory_bomb_is_memory_however_slow_its_page_faults_are() -> None:
+    """Touching ~1 GiB costs seconds of kernel (system) time on some machines and under load; only user time
+    counts against the call limit, so the verdict is ``memory`` (a wall-clock limit said ``timeout`` here)."""
+    bomb = env_source(reset="blocks = [bytearray(1 << 28) for _ in range(64)]")
+    limits = Limits(address_space_mb=1024, call_timeout_s=0.5, load_timeout_s=2.0, bubblewrap="off")
+    with Sandbox(limits) as box:
+        expect(box, bomb, "reset", {"memory"})
+        assert leftover(box) == []
+
+
 def test_the_cpu_limit_counts_computation_not_waiting_for_the_processor(sb: Sandbox) -> None:
     """A call whose user CPU time stays under the limit passes however long it waits for a core."""
     busy = "import time\nend = time.process_time() + 0.2\nwhile time.process_time() < end:\n    pass"
