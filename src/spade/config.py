@@ -18,13 +18,14 @@ from typing import Any, Literal, TypeVar
 
 from spade.actions import ActionMode
 from spade.credit import RateMeasure
+from spade.errors import SpadeError
 from spade.prompts import Difficulty
 from spade.regret import RegretMethod
 from spade.sandbox.limits import Limits
 from spade.skills import Setting, skills_for
 
 
-class ConfigError(ValueError):
+class ConfigError(SpadeError, ValueError):
     """An invalid configuration value; the message names the field and the fix."""
 
 
@@ -68,13 +69,21 @@ class ModelConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class PlayConfig:
-    """How the agent plays one environment."""
+class WinRule:
+    """When an episode is won, defined once: play inherits it (``PlayConfig``) and the checker is given it
+    (``check_env(..., win=cfg.play)``), so the two always agree."""
 
-    action_mode: ActionMode = "boxed"
     return_mode: Literal["final", "sum"] = "final"
     """'final': last step's reward if terminated else 0 (the released recipe); 'sum': clipped sum of rewards."""
     success_threshold: float = 1.0
+    """An episode is won when it terminates with a return at least this."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlayConfig(WinRule):
+    """How the agent plays one environment (and, through :class:`WinRule`, when it has won)."""
+
+    action_mode: ActionMode = "boxed"
     max_turns: int = 25
     """Agent turn budget per episode (the environment's own max_turns may end it sooner)."""
     context_tokens: int = 32768
@@ -117,10 +126,6 @@ class CheckerConfig:
     """Smallest per-step reward accepted (the sandbox's hard limit, ``sandbox.reward_min``, is wider)."""
     reward_max: float = 1.0
     """Largest per-step reward accepted."""
-    success_threshold: float = 1.0
-    """An episode is won when it terminates with a return at least this (as ``play.success_threshold``)."""
-    return_mode: Literal["final", "sum"] = "final"
-    """How the checker computes an episode's return (as ``play.return_mode``)."""
     termination_turns: int = 100
     """Random and do-nothing play must end (terminated or truncated) within this many steps."""
     long_action_chars: int = 10_000

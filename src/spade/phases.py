@@ -223,7 +223,12 @@ async def _check_all(
             return None
         async with gate:
             return await asyncio.to_thread(
-                check_env, design.code, c.runner, cfg.checker, seed=derive_seed(cfg.seed, "check", step, i)
+                check_env,
+                design.code,
+                c.runner,
+                cfg.checker,
+                seed=derive_seed(cfg.seed, "check", step, i),
+                win=cfg.play,
             )
 
     return list(await asyncio.gather(*(one(i, x) for i, x in enumerate(designs))))

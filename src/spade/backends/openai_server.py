@@ -41,13 +41,14 @@ import httpx
 
 from spade.backends.toolcalls import extract_tool_calls
 from spade.config import ModelConfig
+from spade.errors import SpadeError
 from spade.types import ChatTemplate, Completion, FinishReason, Message, SamplingParams, ToolCall, ToolSchema
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "stop", "eos": "stop"}
 
 
-class RequestFailedError(RuntimeError):
+class RequestFailedError(SpadeError, RuntimeError):
     """A server request that failed for good (after retries where they apply); the message says why."""
 
 
