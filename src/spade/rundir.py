@@ -174,3 +174,43 @@ class Board:
     def close(self) -> None:
         """Flush and close the event file."""
         self._writer.close()
+
+
+LOCK_NAME = "LOCK"
+
+
+def lock_owner(root: Path) -> tuple[bool, int | None]:
+    """Whether ``root/LOCK`` exists, and the pid in it when that process is alive (None: absent or dead).
+
+    The lock file holds the owner's pid, as plain text or as a JSON object with a ``pid`` field.
+    """
+    path = Path(root) / LOCK_NAME
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return False, None
+    except OSError:
+        return True, None
+    pid = _pid_in(text)
+    if pid is None or pid <= 0:
+        return True, None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True, None
+    except PermissionError:  # alive, owned by another user
+        return True, pid
+    return True, pid
+
+
+def _pid_in(text: str) -> int | None:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = text.split(maxsplit=1)[0] if text.split() else None
+    if isinstance(data, dict):
+        data = data.get("pid")
+    try:
+        return int(data) if data is not None else None
+    except (TypeError, ValueError):
+        return None
