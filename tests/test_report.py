@@ -140,6 +140,7 @@ def test_transcripts_hold_readable_episodes_and_designs(run: RunDir) -> None:
     assert first["segments"][0]["role"] == "context"
     assert "You are playing a text game" in first["segments"][0]["content"]
     assert any(s["role"] == "assistant" and "\\boxed" in s["content"] for s in first["segments"])
+    assert any(p["final_observation"] for p in plays if p["status"] == "terminated")
     designs = list(transcripts.iter_records(run.root, "design"))
     assert {d["valid"] for d in designs} == {True, False}
     rejected = [d for d in designs if not d["valid"] and d["findings"]]

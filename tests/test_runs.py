@@ -51,8 +51,10 @@ def test_status_of_finished_running_failed_and_stopped_runs(runs: Path, tmp_path
     for p in stopped.rglob("*"):
         os.utime(p, (old, old))
     recent = _copy(runs, tmp_path, "recent", keep_steps=1)  # no lock, wrote just now
-    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "checkpoints").mkdir(parents=True)
     (tmp_path / "broken" / "config.json").write_text("{not json")
+    (tmp_path / "model").mkdir()  # a model folder has a config.json too: not a run
+    (tmp_path / "model" / "config.json").write_text("{}")
     got = {i.name: i for i in list_runs(tmp_path)}
     assert {n: i.status for n, i in got.items()} == {
         "finished": "finished", "live": "running", "crashed": "failed", "stopped": "stopped",

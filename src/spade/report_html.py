@@ -193,6 +193,11 @@ def transcript(record: dict[str, Any]) -> str:
             f'<div class="msg {seg["role"]}"><div class="who">{who}</div><pre>{escape(seg["content"])}</pre>'
             f"{extra}</div>"
         )
+    if record.get("final_observation"):
+        msgs.append(
+            '<div class="msg context"><div class="who">the environment ends the episode</div>'
+            f"<pre>{escape(record['final_observation'])}</pre></div>"
+        )
     error = f"<p class='rejected'>{escape(record['error'])}</p>" if record.get("error") else ""
     return f"<details><summary>{tag_html}</summary>{''.join(msgs)}{error}</details>"
 

@@ -80,11 +80,18 @@ def run_info(root: Path, now: float | None = None) -> RunInfo:
 
 
 def list_runs(runs_dir: Path) -> list[RunInfo]:
-    """Every run directory (a folder with ``config.json``) under ``runs_dir``, newest activity first."""
+    """Every run directory under ``runs_dir``, newest activity first.
+
+    A run directory has ``config.json`` and a ``checkpoints/`` folder (a model folder has a config.json too).
+    """
     folder = Path(runs_dir)
     if not folder.is_dir():
         return []
-    found = [run_info(p) for p in sorted(folder.iterdir()) if (p / "config.json").is_file()]
+    found = [
+        run_info(p)
+        for p in sorted(folder.iterdir())
+        if (p / "config.json").is_file() and (p / "checkpoints").is_dir()
+    ]
     return sorted(found, key=lambda i: i.age_s)
 
 

@@ -5,8 +5,12 @@ Layout: ``<run>/transcripts/step_000012.play.jsonl.gz`` (agent episodes) and ``s
 half a file). An agent record holds the decoded conversation as ``segments`` — alternating ``context``
 (what the model was shown: system prompt, observations with the hint when hinted, tool results, in the chat
 template's own markup) and ``assistant`` (what it sampled) — plus env id, seed, hinted, return, success,
-status and the parsed action and reward of every turn. A designer record holds the prompt messages, the
-reply, the extracted environment id, whether it was accepted, the checker's findings and the hint.
+status, the parsed action and reward of every turn, and the environment's last observation. A designer
+record holds the prompt messages, the reply, the extracted environment id, whether it was accepted, the
+checker's findings and the hint.
+
+Designer samples (token ids for delayed credit, ``<run>/samples/``) are pruned by
+:meth:`spade.phases.Components.prune_design_samples` once no kept checkpoint awaits their credit.
 
 Retention (:class:`~spade.config.TranscriptConfig`): a few plays per environment and arm per step; the
 newest ``keep_last`` steps, and older steps divisible by ``keep_every``.
@@ -68,7 +72,14 @@ def play_record(traj: Trajectory, step: int, decode: Callable[[Sequence[int]], s
         "error": traj.error,
         "turns": [{"action": t.action, "reward": t.reward} for t in traj.transitions],
         "segments": segments(traj.tokens_T, traj.mask_T, decode),
+        "final_observation": _final_observation(traj),
     }
+
+
+def _final_observation(traj: Trajectory) -> str:
+    """What the environment answered to the last action when that ended the episode (not in the tokens)."""
+    last = traj.transitions[-1] if traj.transitions else None
+    return last.observation if last is not None and (last.terminated or last.truncated) else ""
 
 
 def pick_episodes(trajectories: Sequence[Trajectory], per_env: int) -> list[Trajectory]:
