@@ -187,3 +187,21 @@ def test_transcripts_are_gzipped_json_lines(run: RunDir) -> None:
     f = transcripts.files(run.root)[0].path
     lines = gzip.decompress(f.read_bytes()).decode().splitlines()
     assert all(isinstance(json.loads(line), dict) for line in lines)
+
+
+@pytest.mark.slow
+def test_segments_decode_a_real_chat_template(tiny_dir: Path) -> None:
+    """The real path: a Hugging Face tokenizer's chat template, prompt (mask 0) then sampled ids (mask 1)."""
+    from transformers import AutoTokenizer  # noqa: PLC0415
+
+    from spade.backends.template import HFChatTemplate  # noqa: PLC0415
+
+    template = HFChatTemplate(AutoTokenizer.from_pretrained(tiny_dir))
+    prompt = template.render([{"role": "user", "content": "Guess 1-4."}], add_generation_prompt=True)
+    reply = template.encode("I guess \\boxed{3}")
+    tokens = (*prompt, *reply)
+    mask = (0,) * len(prompt) + (1,) * len(reply)
+    got = transcripts.segments(tokens, mask, template.decode)
+    assert [s["role"] for s in got] == ["context", "assistant"]
+    assert "Guess 1-4." in got[0]["content"]
+    assert got[1]["content"] == "I guess \\boxed{3}"

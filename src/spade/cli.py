@@ -19,7 +19,7 @@ USAGE = """usage: spade COMMAND [options]
 commands:
   check   validate environment files (or model replies) in the sandbox; non-zero exit if any is rejected
   envs    list the registered seed environments
-  play    play an environment (registry name or file) as a human or with its scripted solution
+  play    play an environment (registry name or file): you, its scripted solution, or a run's trained model
   train   run SPADE self-play training (--preset cpu-tiny|paper, --resume RUN_DIR)
   runs    list the runs under a runs folder: status, step, latest metrics, age
   report  write a self-contained HTML report of a run (curves, archive, rejected designs, episodes)

@@ -49,13 +49,18 @@ def _figure() -> tuple[Any, Any]:
     return fig, ax
 
 
+def _legend(ax: Any) -> None:
+    """Below the plot, so it never hides data."""
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.24), ncol=3, frameon=False)
+
+
 def _svg(fig: Any) -> str:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     buf = io.StringIO()
     with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "spade"}):
         fig.tight_layout()
-        fig.savefig(buf, format="svg")
+        fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     text = buf.getvalue()
     return text[text.index("<svg") :]
@@ -70,7 +75,7 @@ def _lines(key: str, title: str, rows: Rows, keys: Sequence[str], ylabel: str = 
         x, y = _series(rows, k)
         ax.plot(x, y, marker="o", markersize=3, label=k)
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=7)
+    _legend(ax)
     return Chart(key, title, _svg(fig))
 
 
@@ -91,7 +96,7 @@ def validity(rows: Rows) -> Chart | None:
         ax.bar(steps, counts, bottom=bottom, label=k.removeprefix("designer/rejected/"))
         bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
     ax.set_ylabel("designs")
-    ax.legend(fontsize=7, ncol=2)
+    _legend(ax)
     return Chart("validity", "Design validity by reason", _svg(fig))
 
 
@@ -106,7 +111,7 @@ def regret(rows: Rows) -> Chart | None:
     ax.errorbar(x, y, yerr=yerr, marker="o", markersize=3, capsize=3, label="designer/regret_mean")
     ax.axhline(0.0, color="grey", linewidth=0.8)
     ax.set_ylabel("regret (with hint − without)")
-    ax.legend(fontsize=7)
+    _legend(ax)
     return Chart("regret", "Hint-based regret" + (" ± SE" if se else ""), _svg(fig))
 
 
@@ -123,7 +128,7 @@ def time_per_phase(rows: Rows) -> Chart | None:
         ax.bar(steps, values, bottom=bottom, label=k.removeprefix("time/"))
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     ax.set_ylabel("seconds")
-    ax.legend(fontsize=7)
+    _legend(ax)
     return Chart("time", "Time per phase", _svg(fig))
 
 
