@@ -43,9 +43,11 @@ def _dead_pid() -> int:
 def test_status_of_finished_running_failed_and_stopped_runs(runs: Path, tmp_path: Path) -> None:
     _copy(runs, tmp_path, "finished")
     live = _copy(runs, tmp_path, "live", keep_steps=1)
-    (live / "LOCK").write_text(f"{os.getpid()}\n")
+    (live / "run.lock").write_text(f"{os.getpid()}\n")
     crashed = _copy(runs, tmp_path, "crashed", keep_steps=1)
-    (crashed / "LOCK").write_text(json.dumps({"pid": _dead_pid()}))
+    (crashed / "run.lock").write_text(json.dumps({"pid": _dead_pid()}))
+    released = _copy(runs, tmp_path, "released", keep_steps=1)  # wrote just now, but let go of its lock
+    (released / "run.lock").write_text("")
     stopped = _copy(runs, tmp_path, "stopped", keep_steps=1)
     old = time.time() - 2 * STALE_MIN_S
     for p in stopped.rglob("*"):
@@ -58,7 +60,7 @@ def test_status_of_finished_running_failed_and_stopped_runs(runs: Path, tmp_path
     got = {i.name: i for i in list_runs(tmp_path)}
     assert {n: i.status for n, i in got.items()} == {
         "finished": "finished", "live": "running", "crashed": "failed", "stopped": "stopped",
-        "recent": "running", "broken": "unreadable",
+        "recent": "running", "released": "stopped", "broken": "unreadable",
     }  # fmt: skip
     assert got["live"].pid == os.getpid()
     assert (got["finished"].steps_done, got["finished"].steps_total) == (4, 4)

@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from spade.config import TrainConfig, from_json, to_json
 
@@ -176,38 +176,42 @@ class Board:
         self._writer.close()
 
 
-LOCK_NAME = "LOCK"
+RUN_LOCK_FILE = "run.lock"
+"""The run lock: holds the owner's pid while a process drives the run, emptied when it lets go."""
+
+LockState = Literal["absent", "released", "live", "stale"]
 
 
-def lock_owner(root: Path) -> tuple[bool, int | None]:
-    """Whether ``root/LOCK`` exists, and the pid in it when that process is alive (None: absent or dead).
+def lock_state(root: Path) -> tuple[LockState, int | None]:
+    """Who holds a run: no lock file (``absent``), an empty one (``released``), or the pid written in it,
+    ``live`` when that process exists and ``stale`` when it is gone (killed without letting go).
 
-    The lock file holds the owner's pid, as plain text or as a JSON object with a ``pid`` field.
+    The pid may be plain text or a JSON object with a ``pid`` field.
     """
-    path = Path(root) / LOCK_NAME
+    path = Path(root) / RUN_LOCK_FILE
     try:
         text = path.read_text().strip()
     except FileNotFoundError:
-        return False, None
+        return "absent", None
     except OSError:
-        return True, None
-    pid = _pid_in(text)
+        return "stale", None
+    pid = _pid_in(text) if text else None
     if pid is None or pid <= 0:
-        return True, None
+        return ("stale" if text else "released"), None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True, None
+        return "stale", pid
     except PermissionError:  # alive, owned by another user
-        return True, pid
-    return True, pid
+        return "live", pid
+    return "live", pid
 
 
 def _pid_in(text: str) -> int | None:
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
-        data = text.split(maxsplit=1)[0] if text.split() else None
+        data = text.split(maxsplit=1)[0]
     if isinstance(data, dict):
         data = data.get("pid")
     try:

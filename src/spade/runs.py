@@ -1,9 +1,10 @@
 """``spade runs``: the runs under a runs folder with their status, progress, latest metrics and age.
 
-Status: ``running`` (the pid in the run's ``LOCK`` file is alive; without a lock file, the run wrote
-something within the stale window), ``finished`` (every configured step is done), ``failed`` (a lock file
-is left by a process that is gone: it crashed or was killed) or ``stopped`` (ended before its last step
-and released its lock, e.g. Ctrl-C). A failed or stopped run continues with ``spade train --resume``.
+Status: ``running`` (the pid in the run's ``run.lock`` is alive; a run without a lock file counts as
+running while it wrote something within the stale window), ``finished`` (every configured step is done),
+``failed`` (the lock still names a process that is gone: it was killed before it could let go) or
+``stopped`` (ended before its last step and let go of its lock, e.g. Ctrl-C). A failed or stopped run
+continues with ``spade train --resume``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from spade.config import ConfigError
-from spade.rundir import RunDir, lock_owner
+from spade.rundir import RunDir, lock_state
 
 RunStatus = Literal["running", "finished", "failed", "stopped", "unreadable"]
 STALE_MIN_S = 600.0
@@ -58,7 +59,8 @@ def run_info(root: Path, now: float | None = None) -> RunInfo:
     run = RunDir(Path(root))
     now = time.time() if now is None else now
     age = now - _activity(run)
-    locked, pid = lock_owner(run.root)
+    lock, pid = lock_state(run.root)
+    pid = pid if lock == "live" else None
     try:
         cfg = run.load_config()
     except (ConfigError, ValueError, OSError) as exc:
@@ -68,14 +70,14 @@ def run_info(root: Path, now: float | None = None) -> RunInfo:
     step_s = [float(r["time/step_s"]) for r in rows if "time/step_s" in r]
     stale = max(STALE_MIN_S, 3 * statistics.fmean(step_s)) if step_s else STALE_MIN_S
     status: RunStatus
-    if pid is not None:
+    if lock == "live":
         status = "running"
     elif done >= cfg.steps:
         status = "finished"
-    elif locked:
+    elif lock == "stale":
         status = "failed"
-    else:
-        status = "running" if age < stale else "stopped"
+    else:  # without a lock file (a run from before locks) recent activity means it is still going
+        status = "running" if lock == "absent" and age < stale else "stopped"
     return RunInfo(run.root.name, run.root, status, done, cfg.steps, cfg.mode, age, pid, _last_values(rows))
 
 
