@@ -304,6 +304,20 @@ class CorpusConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TranscriptConfig:
+    """Readable episode transcripts in ``<run>/transcripts/`` (gzipped JSON lines, one file per step and role)."""
+
+    enabled: bool = True
+    """Write transcripts of the agent's plays and the designer's replies."""
+    episodes_per_env: int = 2
+    """Plays kept per environment, hinted arm and step (0: every play)."""
+    keep_last: int = 20
+    """Transcripts of the newest this many steps are always kept."""
+    keep_every: int = 10
+    """Older steps are kept when divisible by this (0: older steps are deleted)."""
+
+
+@dataclass(frozen=True, slots=True)
 class TrainConfig:
     """A SPADE training run."""
 
@@ -330,6 +344,7 @@ class TrainConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    transcripts: TranscriptConfig = field(default_factory=TranscriptConfig)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -390,6 +405,11 @@ def validate(cfg: TrainConfig) -> None:
     _require(
         cfg.mode != "selfplay" or cfg.model.backend != "openai" or bool(cfg.model.base_url),
         "model.backend='openai' needs model.base_url (e.g. --model.base-url http://127.0.0.1:8000/v1)",
+    )
+    tr = cfg.transcripts
+    _require(
+        min(tr.episodes_per_env, tr.keep_last, tr.keep_every) >= 0,
+        "transcripts.episodes_per_env, keep_last and keep_every must be >= 0",
     )
     _require(
         cfg.play.turn_tokens <= cfg.play.context_tokens,

@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from spade.config import TrainConfig, from_json, to_json
 
@@ -174,3 +174,47 @@ class Board:
     def close(self) -> None:
         """Flush and close the event file."""
         self._writer.close()
+
+
+RUN_LOCK_FILE = "run.lock"
+"""The run lock: holds the owner's pid while a process drives the run, emptied when it lets go."""
+
+LockState = Literal["absent", "released", "live", "stale"]
+
+
+def lock_state(root: Path) -> tuple[LockState, int | None]:
+    """Who holds a run: no lock file (``absent``), an empty one (``released``), or the pid written in it,
+    ``live`` when that process exists and ``stale`` when it is gone (killed without letting go).
+
+    The pid may be plain text or a JSON object with a ``pid`` field.
+    """
+    path = Path(root) / RUN_LOCK_FILE
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return "absent", None
+    except OSError:
+        return "stale", None
+    pid = _pid_in(text) if text else None
+    if pid is None or pid <= 0:
+        return ("stale" if text else "released"), None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "stale", pid
+    except PermissionError:  # alive, owned by another user
+        return "live", pid
+    return "live", pid
+
+
+def _pid_in(text: str) -> int | None:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = text.split(maxsplit=1)[0]
+    if isinstance(data, dict):
+        data = data.get("pid")
+    try:
+        return int(data) if data is not None else None
+    except (TypeError, ValueError):
+        return None

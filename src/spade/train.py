@@ -148,6 +148,7 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     t0 = time.perf_counter()
     trajectories = await _play(cfg, c, state.current, designed, step)
     row["time/play_s"] = time.perf_counter() - t0
+    c.record_plays(step, trajectories)
 
     agent_samples, agent_metrics, per_env = _score_agent(cfg, trajectories)
     row.update(agent_metrics)
