@@ -95,6 +95,10 @@ def check_model(model: str) -> None:
 
 def check_server(base_url: str) -> None:
     """An OpenAI-compatible server answers ``GET {base_url}/models``."""
+    if not base_url.startswith(("http://", "https://")):
+        raise SetupError(
+            f"--model.base-url must be an http(s) URL such as http://127.0.0.1:8000/v1 (got {base_url!r})"
+        )
     url = base_url.rstrip("/") + "/models"
     try:
         response = httpx.get(url, timeout=SERVER_CHECK_TIMEOUT_S)
