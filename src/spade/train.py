@@ -95,8 +95,10 @@ async def _train(
                 ready = True
                 await _loop(cfg, run, c, state, progress)
         except BaseException:
-            if not ready and not resume:  # a run that never started leaves nothing that blocks a retry
-                run.discard() if fresh_root else run.clear()
+            if not ready and not resume and fresh_root:  # a run that never started leaves nothing behind
+                run.discard()
+            elif not ready and not resume:
+                run.clear()
             raise
     return run
 

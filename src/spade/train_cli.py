@@ -102,18 +102,20 @@ def run_cli(argv: Sequence[str]) -> int:
     except (SpadeError, ConfigError) as exc:
         print(f"spade train: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\nspade train: interrupted before the run started; nothing was written", file=sys.stderr)
+        return 130
     again = resume_command(run_dir)
     try:
         grace_s = float(os.environ.get("SPADE_STOP_GRACE_S", "10"))
         with stopping.handle_signals(f"The run resumes from its last checkpoint: {again}", grace_s=grace_s):
             run = _train(args, cfg, run_dir, explicit_steps)
     except stopping.Interrupted as exc:
-        print(f"spade train: {exc}; {_where(run_dir)}; continue with: {again}", file=sys.stderr)
-        return 128 + int(signal.Signals[exc.signal_name]) if exc.signal_name in ("SIGINT", "SIGTERM") else 130
+        print(f"spade train: {exc}{_after_stop(run_dir)}", file=sys.stderr)
+        return 128 + (int(signal.Signals[exc.signal_name]) if exc.signal_name in ("SIGINT", "SIGTERM") else 2)
     except (SpadeError, ConfigError, OSError) as exc:
         code = 2 if _is_setup_error(exc) else 1
-        hint = "" if code == 2 else f"; {_where(run_dir)}; continue with: {again}"
-        print(f"spade train: {exc}{hint}", file=sys.stderr)
+        print(f"spade train: {exc}{'' if code == 2 else _after_stop(run_dir)}", file=sys.stderr)
         return code
     print(
         f"Run finished: {run.root} (metrics: {run.metrics_path}; curves: tensorboard --logdir {run.root / 'tb'})"
@@ -141,14 +143,20 @@ def _is_setup_error(exc: BaseException) -> bool:
     return isinstance(exc, RunLockedError | RunStateError | ConfigError)
 
 
-def _where(run_dir: Path) -> str:
-    """Where the run stands, for the message after an early stop."""
+def _after_stop(run_dir: Path) -> str:
+    """The end of the message after an early stop: where the run stands and the command that continues it."""
     from spade.rundir import RunDir  # noqa: PLC0415
 
+    run = RunDir(run_dir)
+    if not run.config_path.exists():  # stopped while setting up: the fresh run directory was removed
+        return " before the run started; nothing was kept: run the same command again"
     try:
-        point = RunDir(run_dir).resume_point()
-    except SpadeError:
-        return "its checkpoints need attention"
-    if point.checkpoint is None:
-        return "no step finished yet"
-    return f"the last complete checkpoint is {point.checkpoint.name} ({point.step} steps done)"
+        point = run.resume_point()
+    except SpadeError as exc:
+        return f"; {exc}"
+    where = (
+        "no step finished yet"
+        if point.checkpoint is None
+        else f"the last complete checkpoint is {point.checkpoint.name} ({point.step} steps done)"
+    )
+    return f"; {where}; continue with: {resume_command(run_dir)}"
