@@ -247,7 +247,7 @@ class RunDir:
         pointer = self._pointer()
         if complete and pointer != complete[0][1].name:
             notes.append(
-                f"checkpoints/LATEST is damaged or stale ({pointer or 'missing'}); using the newest "
+                f"checkpoints/LATEST is damaged or stale ({pointer!r} names no complete checkpoint); using the newest "
                 f"complete checkpoint {complete[0][1].name}"
             )
         done = self.complete_steps()
