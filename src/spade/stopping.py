@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from spade.errors import SpadeError
 
@@ -80,9 +80,12 @@ async def run_until_stopped(coro: Coroutine[Any, Any, T], *, poll_s: float = 0.1
         watcher.cancel()
 
 
-def _exit_now(code: int, message: str) -> None:
-    with contextlib.suppress(OSError):
-        sys.stderr.write(message + "\n")
+def exit_now(code: int, message: str = "") -> NoReturn:
+    """Flush the standard streams (after ``message``) and end the process without interpreter teardown."""
+    with contextlib.suppress(OSError, ValueError):
+        if message:
+            sys.stderr.write(message + "\n")
+        sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code)
 
@@ -100,11 +103,11 @@ def handle_signals(message: str, *, grace_s: float = 10.0) -> Iterator[None]:
         name = signal.Signals(signum).name
         code = 128 + signum
         if _STOP.is_set():  # second signal: do not wait any longer
-            _exit_now(code, f"\n{name} again: ending now. {message}")
+            exit_now(code, f"\n{name} again: ending now. {message}")
         request(name)
         sys.stderr.write(f"\n{name}: stopping (a second {name} ends at once)\n")
         watchdog = threading.Timer(
-            grace_s, _exit_now, args=(code, f"still busy {grace_s:g} s after {name}: ending now. {message}")
+            grace_s, exit_now, args=(code, f"still busy {grace_s:g} s after {name}: ending now. {message}")
         )
         watchdog.daemon = True
         watchdog.start()

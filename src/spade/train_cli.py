@@ -112,7 +112,8 @@ def run_cli(argv: Sequence[str]) -> int:
             run = _train(args, cfg, run_dir, explicit_steps)
     except stopping.Interrupted as exc:
         print(f"spade train: {exc}{_after_stop(run_dir)}", file=sys.stderr)
-        return 128 + (int(signal.Signals[exc.signal_name]) if exc.signal_name in ("SIGINT", "SIGTERM") else 2)
+        code = 128 + (int(signal.Signals[exc.signal_name]) if exc.signal_name in ("SIGINT", "SIGTERM") else 2)
+        stopping.exit_now(code)  # the run is saved and closed; skip seconds of interpreter teardown
     except (SpadeError, ConfigError, OSError) as exc:
         code = 2 if _is_setup_error(exc) else 1
         print(f"spade train: {exc}{'' if code == 2 else _after_stop(run_dir)}", file=sys.stderr)

@@ -107,13 +107,17 @@ def _raise_if_stopped(_module: Any, _args: Any) -> None:
         raise _Stopped("stopped")
 
 
-def _stop_hooks(model: Any) -> list[Any]:
-    """Forward pre-hooks on every layer of the model's layer lists: a stop request interrupts a forward.
+def _stop_hooks(model: Any, *, fine: bool) -> list[Any]:
+    """Forward pre-hooks that let a stop request interrupt a forward pass.
 
     The stopping criterion ends generation between decode steps; these end the prompt's forward (the
-    prefill), which on a CPU can take a minute for long designer prompts.
+    prefill), which on a busy CPU takes seconds per layer for long designer prompts. ``fine``: a hook on
+    every leaf module of every layer (CPU: sub-second granularity); else one per layer (accelerators,
+    where a layer takes milliseconds and per-module hooks would cost decode speed).
     """
     layers = [m for lst in model.modules() if isinstance(lst, torch.nn.ModuleList) for m in lst]
+    if fine:
+        layers = [leaf for layer in layers for leaf in layer.modules() if next(leaf.children(), None) is None]
     return [layer.register_forward_pre_hook(_raise_if_stopped) for layer in layers]
 
 
@@ -289,7 +293,7 @@ class HFPolicy:
         )
         with self._lock, torch.random.fork_rng(devices=self._rng_devices()), torch.inference_mode():
             torch.manual_seed(seed)
-            hooks = _stop_hooks(self.model)
+            hooks = _stop_hooks(self.model, fine=self.device.type == "cpu")
             try:
                 sequences = self.model.generate(
                     input_ids=ids.to(self.device),
