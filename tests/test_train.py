@@ -190,7 +190,7 @@ def test_sigkill_at_random_points_then_resume_matches_uninterrupted(tmp_path: Pa
 
 
 def test_resume_refuses_extra_options(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "spade.cli", "train", "--resume", str(tmp_path), "--steps", "3"],
+    out = subprocess.run([sys.executable, "-m", "spade.cli", "train", "--resume", str(tmp_path), "--seed", "3"],
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert out.returncode == 2
     assert "drop the other options" in out.stderr

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import tyro
 
+import spade
 from spade.errors import SpadeError
 from spade.play import Solver
 
@@ -25,7 +26,7 @@ commands:
   report  write a self-contained HTML report of a run (curves, archive, rejected designs, episodes)
   export  export a run's valid environments as a dataset folder and a released-pool folder
 
-`spade COMMAND --help` describes a command's options."""
+`spade COMMAND --help` describes a command's options; `spade --version` prints the version."""
 
 
 @dataclass(frozen=True)
@@ -175,8 +176,16 @@ def _cmd_envs(argv: Sequence[str]) -> int:
     from spade import envs  # noqa: PLC0415 - subcommands import what they need, keeping `spade --help` fast
 
     rows = [envs.spec(n) for n in envs.names()]
+    settings = sorted({s.setting for s in rows})
+    if args.setting and args.setting not in settings:
+        print(
+            f"spade envs: unknown setting {args.setting!r}; choose one of: {', '.join(settings)}",
+            file=sys.stderr,
+        )
+        return 2
     rows = [s for s in rows if not args.setting or s.setting == args.setting]
     width = max((len(s.name) for s in rows), default=4)
+    print(f"{'NAME':<{width}}  {'SETTING':<8}  {'SKILL':<22}  DESCRIPTION")
     for s in rows:
         print(f"{s.name:<{width}}  {s.setting:<8}  {s.skill:<22}  {s.description}")
     return 0
@@ -248,6 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        print(f"spade {spade.__version__}")
+        return 0
     command = COMMANDS.get(args[0])
     if command is None:
         print(f"spade: unknown command {args[0]!r}\n\n{USAGE}", file=sys.stderr)
