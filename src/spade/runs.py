@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from spade.config import ConfigError
+from spade.errors import SpadeError
 from spade.rundir import RunDir, lock_state
 
 RunStatus = Literal["running", "finished", "failed", "stopped", "unreadable"]
@@ -63,7 +63,7 @@ def run_info(root: Path, now: float | None = None) -> RunInfo:
     pid = pid if lock == "live" else None
     try:
         cfg = run.load_config()
-    except (ConfigError, ValueError, OSError) as exc:
+    except (SpadeError, ValueError, OSError) as exc:
         return RunInfo(run.root.name, run.root, "unreadable", 0, 0, "?", age, pid, note=str(exc))
     rows = run.read_metrics()
     done = max((int(r["step"]) + 1 for r in rows), default=0)
