@@ -45,7 +45,7 @@ def test_status_of_finished_running_failed_and_stopped_runs(runs: Path, tmp_path
     live = _copy(runs, tmp_path, "live", keep_steps=1)
     (live / "run.lock").write_text(f"{os.getpid()}\n")
     crashed = _copy(runs, tmp_path, "crashed", keep_steps=1)
-    (crashed / "run.lock").write_text(json.dumps({"pid": _dead_pid()}))
+    (crashed / "run.lock").write_text(f"{_dead_pid()}\n")
     released = _copy(runs, tmp_path, "released", keep_steps=1)  # wrote just now, but let go of its lock
     (released / "run.lock").write_text("")
     stopped = _copy(runs, tmp_path, "stopped", keep_steps=1)
@@ -53,6 +53,7 @@ def test_status_of_finished_running_failed_and_stopped_runs(runs: Path, tmp_path
     for p in stopped.rglob("*"):
         os.utime(p, (old, old))
     recent = _copy(runs, tmp_path, "recent", keep_steps=1)  # no lock, wrote just now
+    (recent / "run.lock").unlink(missing_ok=True)
     (tmp_path / "broken" / "checkpoints").mkdir(parents=True)
     (tmp_path / "broken" / "config.json").write_text("{not json")
     (tmp_path / "model").mkdir()  # a model folder has a config.json too: not a run
