@@ -247,7 +247,10 @@ async def _play_turns(policy: Policy, handle: EnvHandle, item: bfcl_data.Item, h
                 break  # ``is_empty_execute_response``
             steps.append(calls)
             observation, *_ = await handle.astep(json.dumps({"op": "execute", "calls": calls}))
-            for call, result in zip(calls, json.loads(observation), strict=True):
+            results = _execution_results(observation, len(calls))
+            if results is None:
+                return Verdict(False, "sandbox:protocol", "the host returned malformed execution results")
+            for call, result in zip(calls, results, strict=True):
                 messages.append({"role": "tool", "name": call, "content": result})
         else:
             return Verdict(False, "multi_turn:force_terminated", "", tuple(replies), repr(decoded_turns))
@@ -256,6 +259,17 @@ async def _play_turns(policy: Policy, handle: EnvHandle, item: bfcl_data.Item, h
     _, reward, _, _, info = await handle.astep(json.dumps(check))
     error = f"{info.get('error_message', '')} {info.get('details', '')}".strip()
     return Verdict(reward == 1.0, str(info.get("error_type", "")), error, tuple(replies), repr(decoded_turns))
+
+
+def _execution_results(observation: str, n: int) -> list[str] | None:
+    """The host's results of ``n`` calls, or None when the (untrusted) instance answered anything else."""
+    try:
+        results = json.loads(observation)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(results, list) or len(results) != n or not all(isinstance(r, str) for r in results):
+        return None
+    return results
 
 
 # -- the suite -------------------------------------------------------------------------------------------------
