@@ -79,26 +79,26 @@ def test_wrong_solutions_score_zero() -> None:
     assert all(r.detail["errors"][0].startswith("AssertionError") for r in results)
 
 
-HOSTILE = {
-    "loop": "while True:\n    pass",
-    "exit": "import os\nos._exit(0)",
-    "write": "open('/tmp/spade-humaneval-hostile', 'w').write('x')\nreturn 0",
-    "socket": "import socket\nsocket.socket()",
-    "fork": "import os\nos.fork()",
-    "memory": "x = bytearray(1 << 34)",
-    "sys_exit": "raise SystemExit(0)",
+HOSTILE = {  # name: (function body, how the episode must fail)
+    "loop": ("while True:\n    pass", "timeout:"),
+    "exit": ("import os\nos._exit(0)", "crash:"),
+    "write": ("open('/tmp/spade-humaneval-hostile', 'w').write('x')\nreturn 0", "forbidden:"),
+    "socket": ("import socket\nsocket.socket()", "forbidden:"),
+    "fork": ("import os\nos.fork()", "forbidden:"),
+    "memory": ("x = bytearray(1 << 34)", "MemoryError"),
+    "sys_exit": ("raise SystemExit(0)", "SystemExit"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_completions_are_contained_and_score_zero(name: str) -> None:
-    code = HOSTILE[name]
+    code, failure = HOSTILE[name]
     body = "".join(f"    {line}\n" for line in code.splitlines())
     reply = f"```python\ndef has_close_elements(numbers, threshold):\n{body}```"
     opts = EvalOptions(tasks=("HumanEval/0",), params={"timeout_s": 1.0})
     results = asyncio.run(HumanEvalSuite().run(ReplyPolicy(lambda _: reply), opts, lambda d, t: None))
     assert results[0].scores == (0.0,)
-    assert results[0].detail["errors"][0]
+    assert results[0].detail["errors"][0].startswith(failure)
     assert not Path("/tmp/spade-humaneval-hostile").exists()
 
 
