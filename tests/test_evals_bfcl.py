@@ -230,9 +230,9 @@ def test_hostile_calls_are_contained_by_the_sandbox(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_embedded_model_on_a_few_items(one_torch_thread: None) -> None:
     policy = make_policy(ModelConfig(max_context=8192))
-    opts = EvalOptions(tasks=("simple_python", "multi_turn_base"), limit=2, max_tokens=48, concurrency=4)
+    opts = EvalOptions(tasks=("simple_python", "multi_turn_base"), limit=1, max_tokens=32, concurrency=2)
     results = asyncio.run(BFCLSuite().run(policy, opts, lambda d, t: None))
-    assert [r.category for r in results] == ["simple_python"] * 2 + ["multi_turn_base"] * 2
+    assert [r.category for r in results] == ["simple_python", "multi_turn_base"]
     for r in results:
         assert r.detail["mode"] == "prompt"  # SmolLM2's template ignores tools
         assert r.scores[0] in (0.0, 1.0)
