@@ -109,6 +109,16 @@ def test_native_tool_calls_with_dotted_names() -> None:
     assert no_call[0].detail["episodes"][0]["error_type"] == "ast_decoder:decoder_failed"
 
 
+def test_a_checker_that_raises_fails_the_item_not_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any) -> dict[str, Any]:
+        raise TypeError("unhashable answer")
+
+    monkeypatch.setattr(bfcl_data, "ast_checker", lambda: broken)
+    results = _run(ReplyPolicy(lambda _: "[f(x=1)]"), ("simple_python",), limit=2)
+    assert [r.scores for r in results] == [(0.0,), (0.0,)]
+    assert results[0].detail["episodes"][0]["error_type"] == "ast_checker:raised"
+
+
 def test_decoder_evaluates_no_model_code() -> None:
     assert decode_ast_prompting("[f(a=2*3, b=-1, c='x'+'y', d=[1, (2, 3)], e={'k': None})]") == [
         {"f": {"a": 6, "b": -1, "c": "xy", "d": [1, (2, 3)], "e": {"k": None}}}

@@ -146,14 +146,18 @@ def judge_single(item: bfcl_data.Item, text: str, mode: Mode, tools: list[ToolSc
     if not helpers.is_function_calling_format_output(decoded):
         return Verdict(False, "ast_decoder:decoder_wrong_output_format", "", (text,), repr(decoded))
     checker = bfcl_data.ast_checker()
-    result = checker(
-        item.entry["function"],
-        decoded,
-        item.ground_truth,
-        bfcl_data.python_language(),
-        item.category,
-        bfcl_data.MODEL_NAMES[mode],
-    )
+    try:
+        result = checker(
+            item.entry["function"],
+            decoded,
+            item.ground_truth,
+            bfcl_data.python_language(),
+            item.category,
+            bfcl_data.MODEL_NAMES[mode],
+        )
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
+        # BFCL's checker assumes well-typed answers; a malformed one fails the item instead of the run
+        return Verdict(False, "ast_checker:raised", f"{type(exc).__name__}: {exc}", (text,), repr(decoded))
     errors = "; ".join(str(e) for e in result.get("error", []))
     return Verdict(bool(result["valid"]), str(result.get("error_type", "")), errors, (text,), repr(decoded))
 
