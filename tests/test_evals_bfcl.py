@@ -199,6 +199,14 @@ def test_multi_turn_ground_truth_passes_state_and_response_checks() -> None:
         assert scored[item_id].scores == (1.0,), scored[item_id].detail
 
 
+def test_miss_func_turns_hand_over_the_held_out_functions() -> None:
+    items = {k: v for k, v in list(_items("multi_turn_miss_func").items())[:6] if _keyword_only(v)}
+    policy = _multi_turn_policy(items, lambda item, turn: "[" + ", ".join(item.ground_truth[turn]) + "]")
+    results = _run(policy, ("multi_turn_miss_func",), limit=6)
+    assert all(r.scores == (1.0,) for r in results if r.item_id in items), [r.detail for r in results]
+    assert any("I have updated some more functions" in p for p in policy.prompts)
+
+
 def test_multi_turn_state_check_catches_a_wrong_state() -> None:
     item_id = next(k for k in MULTI if "GorillaFileSystem" in MULTI[k].entry["involved_classes"])
     item = MULTI[item_id]
