@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from spade import resources
 from spade import rewards as rw
 from spade.config import TrainConfig
 from spade.memory import EnvStatus, Memory
@@ -149,6 +150,7 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     row.update(c.memory.metrics())
     row["memory/size"] = row.get("memory/valid", 0.0)
     row.update(c.corpus.metrics())
+    row.update(resources.metrics())
     return row
 
 

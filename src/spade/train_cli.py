@@ -66,5 +66,8 @@ def run_cli(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         print("\nspade train: interrupted; continue with `spade train --resume <run dir>`", file=sys.stderr)
         return 130
+    from spade.summary import run_summary  # noqa: PLC0415
+
+    print("\n".join(run_summary(run.read_metrics())))
     print(f"Run finished: {run.root} (metrics in {run.metrics_path})")
     return 0
