@@ -7,7 +7,14 @@ import asyncio
 import pytest
 
 from spade import designer, envs
-from spade.edits import apply_line_edits, build_line_edit_messages, excerpt_window, numbered, parse_line_edits
+from spade.edits import (
+    apply_line_edits,
+    build_line_edit_messages,
+    excerpt_window,
+    mechanical_edit,
+    numbered,
+    parse_line_edits,
+)
 from spade.prompts import DesignRequest, Exemplar
 from spade.types import Completion, SamplingParams
 from test_designer import FakePolicy
@@ -95,3 +102,20 @@ def test_designer_lines_edit_end_to_end() -> None:
     assert designs[1].code is None
     assert designs[1].status == "no_code"
     assert designs[0].parent_id == "countdown"
+
+
+def test_worked_example_is_a_mechanical_edit_of_the_same_lines() -> None:
+    source = envs.spec("sokoban").source()
+    window = excerpt_window(source, 700)
+    edits = {mechanical_edit(source, window, v) for v in range(6)}
+    assert len(edits) == 6  # each request of a regeneration shows a different worked edit
+    for edit in edits:
+        assert edit is not None
+        code, why = apply_line_edits(source, f"{edit[0]}: {edit[1]}", 700)
+        assert why == ""
+        assert code is not None
+    parent = Exemplar("sokoban", source, "spatial_reasoning", None, None)
+    req = DesignRequest("spatial_reasoning", "edit", "", parent=parent, edit_format="lines")
+    msgs = build_line_edit_messages(req, example_chars=700, variant=1)
+    assert msgs[2]["content"] == "{}: {}".format(*mechanical_edit(source, window, 1))  # type: ignore[str-format]
+    assert mechanical_edit("x = 'a'\n", (1, 1), 0) is None

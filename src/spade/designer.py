@@ -294,10 +294,10 @@ async def design(
 ) -> list[Design]:
     """Sample one environment per request in a single batch; failures come back as Designs with a status."""
     messages = [
-        build_line_edit_messages(r, example_chars=example_chars)
+        build_line_edit_messages(r, example_chars=example_chars, variant=i)
         if _is_line_edit(r)
         else build_design_messages(r, truncate=truncate, doc_tokens=doc_tokens, example_chars=example_chars)
-        for r in requests
+        for i, r in enumerate(requests)
     ]
     prompt_ids = [policy.template.render(m, add_generation_prompt=True) for m in messages]
     completions = await policy.sample(prompt_ids, params) if requests else []

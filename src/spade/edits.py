@@ -118,20 +118,54 @@ def _advice(parent: Exemplar, difficulty: str) -> str:
     return f"The player wins {parent.win_rate:.0%} of games: keep the difficulty, change the challenge."
 
 
-def build_line_edit_messages(req: DesignRequest, *, example_chars: int) -> list[Message]:
-    """The chat messages of a ``lines`` edit: system, one worked exchange, then the request."""
+def mechanical_edit(code: str, window: tuple[int, int], variant: int) -> tuple[int, str] | None:
+    """A small constant change inside ``window``: ``(line number, new stripped text)``, or None (no number).
+
+    ``variant`` picks which number changes and whether it goes up or down by one (never below 1), so the
+    requests of one regeneration show different worked edits.
+    """
+    lines = code.splitlines()
+    slots = [
+        (n, m)
+        for n in range(window[0], window[1] + 1)
+        if _is_tunable(lines[n - 1])
+        for m in _NUMBER.finditer(lines[n - 1].split("#", 1)[0])
+        if "." not in m.group(0)
+    ]
+    if not slots:
+        return None
+    n, match = slots[variant % len(slots)]
+    value = int(match.group(0))
+    new_value = value + 1 if (variant // len(slots)) % 2 == 0 or value <= 1 else value - 1
+    line = lines[n - 1]
+    return n, (line[: match.start()] + str(new_value) + line[match.end() :]).strip()
+
+
+def build_line_edit_messages(req: DesignRequest, *, example_chars: int, variant: int = 0) -> list[Message]:
+    """The chat messages of a ``lines`` edit: system, one worked exchange, then the request.
+
+    The worked exchange is a mechanical one-number edit of the same lines (:func:`mechanical_edit`; the
+    model copies line numbers and shapes from an example, so an example on other lines misleads it), or a
+    fixed example when the lines hold no number.
+    """
     parent = req.parent
     if parent is None:
         raise ValueError("a lines edit needs a parent environment; pass parent= or use mode='generate'")
-    span = (1, len(_EXAMPLE_CODE.splitlines()))
-    example = _request_text("guess_number", "logical_deduction", _EXAMPLE_CODE, span, "Target: easy.")
     skill_text = f"{req.skill}: {SKILL_DESCRIPTIONS[req.skill]}"
     window = excerpt_window(parent.code, example_chars)
+    edit = mechanical_edit(parent.code, window, variant)
+    if edit is None:
+        span = (1, len(_EXAMPLE_CODE.splitlines()))
+        example = _request_text("guess_number", "logical_deduction", _EXAMPLE_CODE, span, "Target: easy.")
+        reply = _EXAMPLE_REPLY
+    else:
+        example = _request_text(parent.env_id, skill_text, parent.code, window, "Make a small change.")
+        reply = f"{edit[0]}: {edit[1]}"
     request = _request_text(parent.env_id, skill_text, parent.code, window, _advice(parent, req.difficulty))
     return [
         {"role": "system", "content": LINES_SYSTEM},
         {"role": "user", "content": example},
-        {"role": "assistant", "content": _EXAMPLE_REPLY},
+        {"role": "assistant", "content": reply},
         {"role": "user", "content": request},
     ]
 
