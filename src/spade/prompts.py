@@ -24,8 +24,9 @@ from spade.types import CorpusDoc, Message
 Difficulty = Literal["easy", "medium", "hard"]
 """Target difficulty of a designed environment."""
 
-EditFormat = Literal["file", "patch"]
-"""``file``: the edit is the complete modified module; ``patch``: SEARCH/REPLACE blocks applied to the parent."""
+EditFormat = Literal["file", "patch", "lines"]
+"""``file``: the edit is the complete modified module; ``patch``: SEARCH/REPLACE blocks applied to the parent;
+``lines``: numbered lines of the parent rewritten as ``N: text`` (see ``spade.edits``)."""
 Mode = Literal["generate", "edit"]
 """``generate``: write an environment from scratch; ``edit``: mutate a parent environment from memory."""
 ToolContract = Literal["single", "multi_turn"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from spade.agent import Episode, play_episode
 from spade.config import PlayConfig
+from spade.demos import Demo, demos_by_env
 from spade.sandbox import EnvRunner, SandboxError
 from spade.seeds import derive_seed
 from spade.types import PlayStatus, Policy, Trajectory
@@ -56,25 +57,37 @@ async def run_jobs(
     """Play every job (concurrently, bounded); results come back in job order."""
     gate = asyncio.Semaphore(max_concurrent)
     options = None if cfg.difficulty is None else {"difficulty": cfg.difficulty}
+    demos: dict[str, tuple[Demo, ...]] = {}
+    if cfg.demos > 0:
+        plays = [(j.env_id, j.source, j.seed) for j in jobs]
+        demos = await demos_by_env(
+            runner, plays, n=cfg.demos, options=options, max_actions=cfg.demo_max_actions
+        )
 
     async def one(job: PlayJob) -> Trajectory:
         async with gate:
-            return await _play_one(runner, policy, job, cfg, options)
+            return await _play_one(runner, policy, job, cfg, options, demos=demos.get(job.env_id, ()))
 
     return list(await asyncio.gather(*(one(j) for j in jobs)))
 
 
 async def _play_one(
-    runner: EnvRunner, policy: Policy, job: PlayJob, cfg: PlayConfig, options: dict[str, int] | None
+    runner: EnvRunner,
+    policy: Policy,
+    job: PlayJob,
+    cfg: PlayConfig,
+    options: dict[str, int] | None,
+    *,
+    demos: tuple[Demo, ...] = (),
 ) -> Trajectory:
-    episode = Episode(job.env_id, job.seed, job.hint, options)
+    episode = Episode(job.env_id, job.seed, job.hint, options, demos)
     try:
         env = await runner.aopen(job.source, filename=f"<{job.env_id}>")
     except SandboxError as exc:
         return _error(job, f"{exc.kind}: {exc}")
     try:
         if options and env.meta.difficulty_levels <= int(options["difficulty"]):
-            episode = Episode(job.env_id, job.seed, job.hint, None)
+            episode = Episode(job.env_id, job.seed, job.hint, None, demos)
         return await play_episode(policy, env, episode, cfg, is_tool_env=env.meta.is_tool_env)
     finally:
         await env.aclose()

