@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from spade import credit as cr
+from spade import distributed
 from spade import rewards as rw
 from spade.config import TrainConfig
 from spade.credit import EnvStats, PendingCredit
@@ -68,7 +69,12 @@ class LoopState:
 
 
 def train(cfg: TrainConfig, *, resume: bool = False, progress: Progress | None = None) -> RunDir:
-    """Run (or, with ``resume``, continue) a training run; returns its run directory."""
+    """Run (or, with ``resume``, continue) a training run; returns its run directory.
+
+    Under ``accelerate launch`` rank 0 runs the loop and the other ranks only train (:mod:`spade.distributed`).
+    """
+    if distributed.is_follower():
+        return distributed.follow_run(cfg, resume=resume)
     return asyncio.run(_train(cfg, resume=resume, progress=progress or (lambda _: None)))
 
 
@@ -95,6 +101,8 @@ async def _train(cfg: TrainConfig, *, resume: bool, progress: Progress) -> RunDi
                 progress(_summary(cfg, row, eta_s=float(np.mean(step_times)) * (cfg.steps - state.step)))
         finally:
             board.close()
+            if isinstance(c.trainer, distributed.LeaderTrainer):
+                c.trainer.stop()
     return run
 
 
