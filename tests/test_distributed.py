@@ -1,0 +1,95 @@
+"""Two-process training (accelerate launch, DDP on CPU/gloo) against one process; checkpoints across world sizes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from distributed_worker import CFG, record_gradients, samples
+from spade.backends.trainer import TorchTrainer
+from spade.config import ModelConfig
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
+ROOT = Path(__file__).resolve().parents[1]
+EPS = torch.finfo(torch.float32).eps
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """One update and one checkpoint by two processes under the shipped DDP config; rank 0's record."""
+    out = tmp_path_factory.mktemp("ddp")
+    command = [sys.executable, "-m", "accelerate.commands.launch",
+               "--config_file", str(ROOT / "configs/accelerate/ddp.yaml"), "--num_processes", "2",
+               "--main_process_port", str(_free_port()), str(ROOT / "tests/distributed_worker.py"),
+               str(tiny_dir), str(out)]  # fmt: skip
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
+    }
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=500, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out, torch.load(out / "rank0.pt", weights_only=False)
+
+
+def _one_process(tiny_dir: Path) -> tuple[TorchTrainer, dict[str, torch.Tensor], dict[str, float]]:
+    trainer = TorchTrainer(CFG, ModelConfig(model=str(tiny_dir), device="cpu"), seed=0)
+    grads = record_gradients(trainer)
+    metrics = trainer.train_step(samples())
+    return trainer, grads, metrics
+
+
+def _tolerance(reference: dict[str, torch.Tensor]) -> float:
+    # Each gradient entry is a sum over the step's loss tokens of per-token terms, each computed through the
+    # network with fp32 matmuls whose shapes (and so summation order) differ between 1 and 2 processes:
+    # a relative error of a few eps per accumulated term, bounded here by tokens × 8 eps of the largest.
+    tokens = sum(sum(s.mask_T[1:]) for s in samples())
+    return 8 * tokens * EPS * max(g.abs().max().item() for g in reference.values())
+
+
+def test_two_processes_give_the_one_process_gradient(
+    tiny_dir: Path, two_ranks: tuple[Path, dict[str, Any]]
+) -> None:
+    _, record = two_ranks
+    _, grads, metrics = _one_process(tiny_dir)
+    assert record["world"] == 2
+    assert set(record["grads"]) == set(grads)
+    tol = _tolerance(grads)
+    worst = max((record["grads"][n] - g).abs().max().item() for n, g in grads.items())
+    print(f"max |grad(2 procs) - grad(1 proc)| = {worst:.3e} (tolerance {tol:.3e})")
+    assert worst <= tol
+    assert any(g.abs().max().item() > 1e3 * tol for g in grads.values())  # the comparison is not vacuous
+    assert record["metrics"]["train/tokens"] == metrics["train/tokens"]  # token mean over both ranks
+
+
+def test_checkpoint_of_two_processes_loads_in_one(
+    tiny_dir: Path, two_ranks: tuple[Path, dict[str, Any]]
+) -> None:
+    out, record = two_ranks
+    reference, grads, _ = _one_process(tiny_dir)
+    loaded = TorchTrainer(CFG, ModelConfig(model=str(tiny_dir), device="cpu"), seed=1)
+    loaded.load(out / "ckpt")
+    assert loaded.step == 1
+    for name, param in loaded._trainable():
+        assert torch.equal(param, record["params"][name]), name
+    # The Adam moments came back keyed by name: after one step exp_avg = (1 - beta1) × gradient.
+    by_param = {id(p): n for n, p in loaded._trainable()}
+    tol = _tolerance(grads)
+    for p, state in loaded.optimizer.state.items():
+        want = reference.optimizer.state[dict(reference._trainable())[by_param[id(p)]]]["exp_avg"]
+        assert (state["exp_avg"] - want).abs().max().item() <= tol
+    assert (out / "ckpt" / "weights" / "adapter_config.json").is_file()
+    assert loaded.train_step(samples())["train/tokens"] > 0  # and it trains on
