@@ -93,3 +93,19 @@ def test_checkpoint_of_two_processes_loads_in_one(
         assert (state["exp_avg"] - want).abs().max().item() <= tol
     assert (out / "ckpt" / "weights" / "adapter_config.json").is_file()
     assert loaded.train_step(samples())["train/tokens"] > 0  # and it trains on
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (scripts/gpu-check)")
+def test_cuda_step_matches_cpu_and_its_checkpoint_loads_on_cpu(tiny_dir: Path, tmp_path: Path) -> None:
+    cpu, cpu_grads, _ = _one_process(tiny_dir)
+    cuda = TorchTrainer(CFG, ModelConfig(model=str(tiny_dir), device="cuda"), seed=0)
+    grads = record_gradients(cuda)
+    cuda.train_step(samples())
+    # CUDA kernels (TF32 off by default for fp32 matmuls in torch) sum in another order than CPU ones.
+    tol = _tolerance(cpu_grads)
+    assert max((grads[n].cpu() - g).abs().max().item() for n, g in cpu_grads.items()) <= tol
+    cuda.save(tmp_path / "ckpt")
+    cpu.load(tmp_path / "ckpt")
+    for name, param in cpu._trainable():
+        assert torch.equal(param, dict(cuda._trainable())[name].cpu()), name
