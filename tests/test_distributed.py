@@ -13,10 +13,12 @@ import pytest
 import torch
 
 from distributed_worker import CFG, record_gradients, samples
-from spade.backends.trainer import TorchTrainer
-from spade.config import ModelConfig
+from spade.backends import make_trainer
+from spade.backends.trainer import STATE_FILE, TorchTrainer
+from spade.config import ModelConfig, TrainConfig
+from spade.distributed import DistributedError
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ROOT = Path(__file__).resolve().parents[1]
 EPS = torch.finfo(torch.float32).eps
 
@@ -60,6 +62,7 @@ def _tolerance(reference: dict[str, torch.Tensor]) -> float:
     return 8 * tokens * EPS * max(g.abs().max().item() for g in reference.values())
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_one_process_gradient(
     tiny_dir: Path, two_ranks: tuple[Path, dict[str, Any]]
 ) -> None:
@@ -75,6 +78,7 @@ def test_two_processes_give_the_one_process_gradient(
     assert record["metrics"]["train/tokens"] == metrics["train/tokens"]  # token mean over both ranks
 
 
+@pytest.mark.slow
 def test_checkpoint_of_two_processes_loads_in_one(
     tiny_dir: Path, two_ranks: tuple[Path, dict[str, Any]]
 ) -> None:
@@ -109,3 +113,29 @@ def test_cuda_step_matches_cpu_and_its_checkpoint_loads_on_cpu(tiny_dir: Path, t
     cpu.load(tmp_path / "ckpt")
     for name, param in cpu._trainable():
         assert torch.equal(param, dict(cuda._trainable())[name].cpu()), name
+
+
+def test_scripted_backend_refuses_a_multi_process_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(DistributedError, match="scripted backend has no multi-process trainer"):
+        make_trainer(TrainConfig(model=ModelConfig(backend="scripted")))
+
+
+def test_format_1_checkpoints_still_load(tiny_dir: Path, tmp_path: Path) -> None:
+    old, _, _ = _one_process(tiny_dir)  # a checkpoint as format 1 wrote it: optimiser keyed by index
+    torch.save({"format": 1, "step": 1, "trainable": {n: p.detach().clone() for n, p in old._trainable()},
+                "optimizer": old.optimizer.state_dict(), "rng": {**_rng()}}, tmp_path / STATE_FILE)  # fmt: skip
+    new = TorchTrainer(CFG, ModelConfig(model=str(tiny_dir), device="cpu"), seed=1)
+    new.load(tmp_path)
+    for (name, a), (_, b) in zip(old._trainable(), new._trainable(), strict=True):
+        assert torch.equal(a, b), name
+    old.train_step(samples())
+    new.train_step(samples())
+    for (name, a), (_, b) in zip(old._trainable(), new._trainable(), strict=True):
+        assert torch.equal(a, b), name  # same Adam moments: same next update
+
+
+def _rng() -> dict[str, Any]:
+    from spade.backends.trainer import _rng_state  # noqa: PLC0415
+
+    return _rng_state()
