@@ -53,6 +53,45 @@ def is_follower() -> bool:
     return launched() and rank() != 0
 
 
+def full_state(
+    model: Any, optimizer: Any, names: set[str], accelerator: Any, deepspeed: bool
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The tensors ``names`` in full and the optimiser state keyed by parameter name, on rank 0.
+
+    Collective (every rank calls it; the others get partial dicts). Works on a plain module, DDP and FSDP
+    through ``torch.distributed.checkpoint.state_dict``; under DeepSpeed only the gathered weights (the
+    optimiser state is ``None``).
+    """
+    from torch.distributed.checkpoint.state_dict import (  # noqa: PLC0415
+        StateDictOptions,
+        get_state_dict,
+    )
+
+    if deepspeed:
+        weights = accelerator.get_state_dict(model)
+        return {n: t.detach().cpu().float() for n, t in weights.items() if n in names}, None
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    states: tuple[dict[str, Any], dict[str, Any]] = get_state_dict(model, optimizer, options=options)
+    model_sd, optim_sd = states
+    return {n: t.detach().cpu().clone() for n, t in model_sd.items() if n in names}, dict(optim_sd)
+
+
+def load_full_state(
+    model: Any, optimizer: Any, trainable: dict[str, Any], optimizer_state: dict[str, Any] | None
+) -> None:
+    """Load what :func:`full_state` returned into this rank's (possibly wrapped) model and optimiser."""
+    from torch.distributed.checkpoint.state_dict import (  # noqa: PLC0415
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, strict=False)
+    set_model_state_dict(model, trainable, options=options)
+    if optimizer_state is not None:  # None: written under DeepSpeed, the moments restart
+        set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
+
+
 def _broadcast(op: Op | None, arg: Any = None) -> tuple[Op, Any]:
     """Rank 0 sends ``(op, arg)``; every rank returns it (followers pass ``None``)."""
     import torch.distributed as dist  # noqa: PLC0415 -- only in multi-process launches

@@ -49,6 +49,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from spade.backends.embedded import resolve_model
 from spade.backends.hf import DTYPES, pick_device
 from spade.config import ModelConfig, TrainConfig, TrainerConfig
+from spade.distributed import full_state, load_full_state
 from spade.grpo import ClipConfig, LossParts, grpo_loss_parts, token_logprobs
 from spade.types import TrainSample
 
@@ -215,7 +216,13 @@ class TorchTrainer:
         """
         path = Path(path)
         self.export_weights(path / WEIGHTS_DIR)
-        trainable, optimizer = self._full_state()
+        trainable, optimizer = full_state(
+            self.model,
+            self._inner_optimizer(),
+            set(self.trainable_shapes),
+            self.accelerator,
+            self._deepspeed(),
+        )
         if self._is_main():
             state = {
                 "format": STATE_FORMAT,
@@ -253,7 +260,7 @@ class TorchTrainer:
         if state["format"] == 1:
             self._load_v1(saved, state["optimizer"])
         else:
-            self._load_full_state(saved, state["optimizer"])
+            load_full_state(self.model, self._inner_optimizer(), saved, state["optimizer"])
         _set_rng_state(state["rng"])
         self.step = int(state["step"])
 
@@ -343,36 +350,6 @@ class TorchTrainer:
             self.optimizer, "optimizer", self.optimizer
         )  # AcceleratedOptimizer
         return inner
-
-    def _full_state(self) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
-        """Full trainable tensors and name-keyed optimiser state on rank 0 (collective; others get partial)."""
-        from torch.distributed.checkpoint.state_dict import (  # noqa: PLC0415
-            StateDictOptions,
-            get_state_dict,
-        )
-
-        if self._deepspeed():  # weights only (see module docstring)
-            full = self.accelerator.get_state_dict(self.model)  # type: ignore[union-attr]
-            return {n: t.detach().cpu().float() for n, t in full.items() if n in self.trainable_shapes}, None
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        states: tuple[dict[str, Any], dict[str, Any]] = get_state_dict(
-            self.model, self._inner_optimizer(), options=options
-        )
-        model_sd, optim_sd = states
-        trainable = {n: t.detach().cpu().clone() for n, t in model_sd.items() if n in self.trainable_shapes}
-        return trainable, dict(optim_sd)
-
-    def _load_full_state(self, trainable: dict[str, torch.Tensor], optimizer: dict[str, Any] | None) -> None:
-        from torch.distributed.checkpoint.state_dict import (  # noqa: PLC0415
-            StateDictOptions,
-            set_model_state_dict,
-            set_optimizer_state_dict,
-        )
-
-        options = StateDictOptions(full_state_dict=True, strict=False)
-        set_model_state_dict(self.model, dict[str, Any](trainable), options=options)
-        if optimizer is not None:  # None: written under DeepSpeed, the moments restart
-            set_optimizer_state_dict(self.model, self._inner_optimizer(), optimizer, options=options)
 
     def _load_v1(self, trainable: dict[str, torch.Tensor], optimizer: dict[str, Any]) -> None:
         params = dict(self._trainable())
