@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import datetime
 import random
 import resource
 import time
@@ -55,6 +56,8 @@ from spade.types import TrainSample
 
 STATE_FILE = "trainer_state.pt"
 WEIGHTS_DIR = "weights"
+FOLLOWER_WAIT_HOURS = 24
+"""Collective timeout of multi-process launches: how long follower ranks wait for rank 0's next call."""
 STATE_FORMAT = 2
 """2: optimiser state keyed by parameter name (world-size independent); 1 (still read): keyed by index."""
 
@@ -384,9 +387,12 @@ class TorchTrainer:
 
 def _make_accelerator(*, cpu: bool) -> Any:
     # accelerate imports deepspeed itself, and only when the launch config asks for it.
-    from accelerate import Accelerator  # noqa: PLC0415 -- only for multi-process launches
+    from accelerate import Accelerator, InitProcessGroupKwargs  # noqa: PLC0415 -- multi-process launches
 
-    return Accelerator(cpu=cpu)
+    # Follower ranks wait in a broadcast while rank 0 designs and plays (minutes to hours per step); the
+    # default collective timeout (10-30 min) would kill them. A crashed rank still ends the launch at once.
+    timeout = InitProcessGroupKwargs(timeout=datetime.timedelta(hours=FOLLOWER_WAIT_HOURS))
+    return Accelerator(cpu=cpu, kwargs_handlers=[timeout])
 
 
 def _loss_tokens(sample: TrainSample) -> int:
