@@ -343,10 +343,7 @@ class TorchTrainer:
             self.accelerator.wait_for_everyone()
 
     def _deepspeed(self) -> bool:
-        return (
-            self.accelerator is not None
-            and str(self.accelerator.distributed_type) == "DistributedType.DEEPSPEED"
-        )
+        return self.accelerator is not None and self.accelerator.distributed_type == "DEEPSPEED"
 
     def _inner_optimizer(self) -> torch.optim.Optimizer:
         inner: torch.optim.Optimizer = getattr(
