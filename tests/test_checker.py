@@ -362,3 +362,119 @@ def test_spade_check_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--seed", "3", str(path)]) == 1
     assert "MISSING_METHOD" in capsys.readouterr().out
     assert main(["check"]) == 2
+
+
+# -- prose solutions of official tool environments -----------------------------------------------------------
+
+PROSE = (FIXTURES / "tool_review_prose.py").read_text()
+_PROSE_SOLUTION = (
+    '"create_event(review, day, hour); invite(review, dana); set_reminder(review, lead); answer done"'
+)
+
+
+def _with_solution(solution: str) -> str:
+    assert _PROSE_SOLUTION in PROSE
+    return PROSE.replace(_PROSE_SOLUTION, solution)
+
+
+def _call(name: str, **args: object) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": args}) + "</tool_call>"
+
+
+def _review_policy() -> Any:
+    """Follows the instructions as they are revealed (a stand-in for the hint-following policy)."""
+    title: list[str] = []
+
+    def act(observation: str, turn: int) -> str | None:
+        if m := re.search(r"Book the (.+?) on (\w+) at (\d+):00", observation):
+            title[:] = [m[1]]
+            return _call("create_event", title=m[1], day=m[2].lower(), hour=int(m[3]))
+        if m := re.search(r"handle is ([\w.]+)\)", observation):
+            return _call("invite", title=title[0], person=m[1])
+        if m := re.search(r"Remind me (\d+) minutes", observation):
+            return _call("set_reminder", title=title[0], minutes=int(m[1]))
+        return "<answer>done</answer>" if "ALL STEPS COMPLETE" in observation else None
+
+    return act
+
+
+def test_a_prose_solution_bound_to_the_instance_is_a_warning_not_a_failure(runner: EnvRunner) -> None:
+    for source in (PROSE, _with_solution(_PROSE_SOLUTION.replace("; ", '", "').join("[]"))):  # str, list
+        report = check_env(source, runner, seed=3)
+        assert report.ok, [str(f) for f in report.findings]
+        assert FindingCode.SOLUTION_PROSE in report.codes
+        assert FindingCode.SOLUTION_FAILS not in report.codes
+        assert report.stats["solution_win_rate"] == 1.0
+
+
+def test_an_unplayable_prose_solution_falls_back_to_other_evidence(runner: EnvRunner) -> None:
+    lost = _with_solution('"invite(review, dana) first, then the rest"')  # binds, but cannot win
+    alone = check_env(lost, runner, seed=3)
+    assert alone.ok  # no evidence either way: NO_SOLUTION stays a warning
+    assert FindingCode.SOLUTION_FAILS not in alone.codes
+    assert FindingCode.NO_SOLUTION in alone.codes
+    hinted = check_env(lost, runner, seed=3, policy=_review_policy())
+    assert hinted.ok, [str(f) for f in hinted.findings]
+    assert FindingCode.SOLUTION_PROSE in hinted.codes
+    assert hinted.stats["policy_win_rate"] == 1.0
+    hopeless = check_env(lost, runner, seed=3, policy=lambda observation, turn: None)
+    assert not hopeless.ok
+    assert FindingCode.INFEASIBLE in hopeless.codes
+
+
+def test_interpret_plan_binds_names_from_the_instance() -> None:
+    from spade.envs.official import PLAN_MARKER, interpret_plan  # noqa: PLC0415 - the unit under test
+
+    with InProcessSandbox() as box, box.open(PROSE) as env:
+        obs, _ = env.reset(seed=5)
+        solution = env.solution()
+    assert isinstance(solution, str)
+    assert PLAN_MARKER in solution
+    actions, explicit = solution_actions(solution)
+    assert not explicit
+    assert actions[-1] == "<answer>done</answer>"
+    first = json.loads(actions[0].removeprefix("<tool_call>").removesuffix("</tool_call>"))
+    assert first["name"] == "create_event"
+    assert set(first["arguments"]) == {"title", "day", "hour"}  # positional arguments in schema order
+    assert first["arguments"]["title"] in obs
+    assert isinstance(first["arguments"]["hour"], int)
+
+    class Tiny:
+        def __init__(self) -> None:
+            self._tools = {"move": {"parameters": {"properties": {"piece": {}, "to": {}}}}}
+            self.knight = "N1"
+            self._state = {"goal": "e4"}
+
+    plan = interpret_plan(
+        "move(self.knight, goal), move(rook, 'a1'), jump(x), move(a, b, c) answer: goal", Tiny()
+    )
+    assert plan == [
+        _call("move", piece="N1", to="e4"),
+        _call("move", piece="rook", to="a1"),
+        "<answer>e4</answer>",
+    ]
+
+
+# -- the ladder's structure ----------------------------------------------------------------------------------
+
+
+def test_the_stage_order_is_derived_from_the_rungs_and_evidence_is_immutable() -> None:
+    import dataclasses  # noqa: PLC0415 - only this test needs it
+
+    from spade.checker import RUNGS, STAGES, Evidence  # noqa: PLC0415 - the unit under test
+
+    assert tuple(stage for stage, _ in RUNGS) == STAGES
+    assert STAGES[0] == "parse"
+    assert STAGES[-1] == "exploit"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Evidence().code = "x"  # type: ignore[misc]
+
+
+def test_the_checker_uses_the_win_rule_it_is_given(runner: EnvRunner) -> None:
+    from spade.config import PlayConfig, WinRule  # noqa: PLC0415 - only this test needs them
+
+    source = envs.spec(envs.names()[0]).source()  # a seed environment: solution() is an explicit script
+    assert check_env(source, runner, seed=7, win=PlayConfig()).ok
+    strict = check_env(source, runner, seed=7, win=WinRule(success_threshold=1.5))  # returns are clipped to 1
+    assert not strict.ok
+    assert FindingCode.SOLUTION_FAILS in strict.codes

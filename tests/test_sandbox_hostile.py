@@ -83,7 +83,7 @@ def sb(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     box.close()
 
 
-def leftover(box: Sandbox, wait_s: float = 2.0) -> list[int]:
+def leftover(box: Sandbox, wait_s: float = 20.0) -> list[int]:
     deadline = time.monotonic() + wait_s
     pids = box.instance_pids()
     while pids and time.monotonic() < deadline:
@@ -170,7 +170,20 @@ CASES = [
         frozenset({"timeout"}),
     ),
     Case("loop-at-step", env_source(step="while True:\n    pass"), "step", frozenset({"timeout"})),
-    Case("sleep-at-step", env_source(step="import time\ntime.sleep(60)"), "step", frozenset({"timeout"})),
+    Case(
+        "sleep-in-a-loop-at-step",  # time.sleep returns at once in an instance: the loop spins on CPU time
+        env_source(step="import time\nwhile True:\n    time.sleep(1)"),
+        "step",
+        frozenset({"timeout"}),
+    ),
+    Case(
+        "disarms-the-cpu-timer",
+        env_source(
+            step="import signal\nsignal.signal(signal.SIGVTALRM, signal.SIG_IGN)\nwhile True:\n    pass"
+        ),
+        "step",
+        frozenset({"forbidden"}),
+    ),
     Case("memory-bomb-at-import", env_source(top="blob = bytearray(8 << 30)"), "load", frozenset({"memory"})),
     Case(
         "memory-bomb-growing-at-step",
@@ -213,29 +226,69 @@ CASES = [
     Case("os-exit", env_source(step="os._exit(3)"), "step", frozenset({"crash"})),
     Case("abort", env_source(step="os.abort()"), "step", frozenset({"crash"})),
     Case("recursion", env_source(step="def f(n):\n    return f(n + 1)\nf(0)"), "step", frozenset({"crash"})),
-    Case(
+    Case(  # SIGSEGV on the C stack, or MemoryError first when the preloaded libraries' virtual memory (BLAS
+        # buffers grow with the CPU count) leaves less of the small address space: machine-dependent, both contain
         "c-stack-overflow",
         env_source(step=C_STACK_OVERFLOW),
         "step",
-        frozenset({"crash"}),
+        frozenset({"crash", "memory"}),
     ),
     Case("raises", env_source(step="raise ValueError('broken rule')"), "step", frozenset({"crash"})),
     Case("syntax-error", "class Broken(:\n", "load", frozenset({"load_error"})),
     Case("no-env-class", "x = 1\n", "load", frozenset({"load_error"})),
-    Case(
+    Case(  # killed after hanging up (crash) or ended by its CPU limit first (timeout): a race, both reject
         "closes-its-socket-and-spins",
         env_source(step="os.close(3)\nwhile True:\n    pass"),
         "step",
-        frozenset({"crash"}),
+        frozenset({"crash", "timeout"}),
     ),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_hostile_case(sb: Sandbox, case: Case) -> None:
-    started = time.monotonic()
     expect(sb, case.source, case.op, set(case.kinds))
-    assert time.monotonic() - started < 10
+
+
+def test_sleeping_returns_at_once_inside_an_instance(sb: Sandbox) -> None:
+    with sb.open(env_source(step="import time\ntime.sleep(3600)")) as env:
+        env.reset()
+        assert env.step("a") == ("ok a", 0.5, False, False, {})
+    expect(sb, env_source(step="import time\ntime.sleep(-1)"), "step", {"crash"})
+
+
+def test_a_call_that_blocks_without_computing_is_reported_as_stalled() -> None:
+    """The wall-clock backstop is the one verdict that depends on wall time: it has its own kind."""
+    block = "import _thread\nlock = _thread.allocate_lock()\nlock.acquire()\nlock.acquire()"
+    limits = Limits(call_timeout_s=0.5, load_timeout_s=0.5, stall_timeout_s=1.0, bubblewrap="off")
+    with Sandbox(limits) as box:
+        error = expect(box, env_source(top=block), "load", {"stalled"})
+        assert "stall_timeout_s" in str(error)
+        assert leftover(box) == []
+
+
+def test_a_memory_bomb_is_memory_however_slow_its_page_faults_are() -> None:
+    """Touching ~1 GiB costs seconds of kernel (system) time on some machines and under load; only user time
+    counts against the call limit, so the verdict is ``memory`` (a wall-clock limit said ``timeout`` here)."""
+    bomb = env_source(reset="blocks = [bytearray(1 << 28) for _ in range(64)]")
+    limits = Limits(address_space_mb=1024, call_timeout_s=0.5, load_timeout_s=2.0, bubblewrap="off")
+    with Sandbox(limits) as box:
+        expect(box, bomb, "reset", {"memory"})
+        assert leftover(box) == []
+
+
+def test_the_cpu_limit_counts_computation_not_waiting_for_the_processor(sb: Sandbox) -> None:
+    """A call whose user CPU time stays under the limit passes however long it waits for a core."""
+    busy = "import time\nend = time.process_time() + 0.2\nwhile time.process_time() < end:\n    pass"
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
+    try:
+        with sb.open(env_source(step=busy)) as env:
+            env.reset()
+            assert env.step("a") == ("ok a", 0.5, False, False, {})
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
 
 
 VALUE_CASES = [
@@ -418,10 +471,8 @@ def test_cpu_seconds_limit_ends_a_spinning_instance(sb: Sandbox) -> None:
     rest = {k: v for k, v in HOSTILE_LIMITS.items() if k not in ("cpu_seconds", "call_timeout_s")}
     limits = Limits(bubblewrap=sb.limits.bubblewrap, cpu_seconds=1, call_timeout_s=20, **rest)
     with Sandbox(limits) as box:
-        started = time.monotonic()
         error = expect(box, env_source(step="while True:\n    pass"), "step", {"timeout"})
         assert "CPU" in str(error)
-        assert time.monotonic() - started < 10
         assert leftover(box) == []
 
 
@@ -513,7 +564,7 @@ with Sandbox(Limits(**limits)) as box:
             report["kinds"][name] = None
         except SandboxError as exc:
             report["kinds"][name] = exc.kind
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 20
     while box.instance_pids() and time.monotonic() < deadline:
         time.sleep(0.02)
     report["leftover"] = box.instance_pids()

@@ -135,6 +135,15 @@ def test_mixed_designs_keep_valid_and_reject_the_rest(tmp_path: Path) -> None:
     assert any(k.startswith("designer/rejected/") for k in first)
 
 
+def _wait_for_rows(proc: subprocess.Popen[bytes], metrics: Path, rows: int) -> bool:
+    """Wait until ``metrics`` holds ``rows`` lines (True) or the process ends (False)."""
+    while proc.poll() is None:
+        if metrics.exists() and len(metrics.read_bytes().splitlines()) >= rows:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def _spawn(tmp_path: Path, resume: bool) -> subprocess.Popen[bytes]:
     args = ["--resume", str(tmp_path / "killed")] if resume else [*SCRIPTED_FLAGS, "--name", "killed",
                                                                      "--runs-dir", str(tmp_path)]  # fmt: skip
@@ -152,17 +161,22 @@ def test_sigkill_at_random_points_then_resume_matches_uninterrupted(tmp_path: Pa
         check=False,
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    duration = time.perf_counter() - started
+    step_s = (time.perf_counter() - started) / 4
     rng = random.Random(7)
     kills, resume = 0, False
-    for _ in range(4):  # kill at random points; each run resumes the previous one
+    metrics = tmp_path / "killed" / "metrics.jsonl"
+    for attempt in range(4):  # kill at random points; each run resumes the previous one
+        # Kill by progress, not by a clock: once this run added 1-2 metrics rows, then a random fraction of a
+        # step later (none on the first attempt, so at least one kill happens however loaded the machine is).
+        rows = (len(metrics.read_bytes().splitlines()) if metrics.exists() else 0) + rng.randrange(1, 3)
+        delay = 0.0 if attempt == 0 else rng.uniform(0.0, 0.8) * step_s
         proc = _spawn(tmp_path, resume)
-        try:
-            proc.wait(timeout=rng.uniform(0.5, duration))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            kills += 1
+        if _wait_for_rows(proc, metrics, rows):
+            time.sleep(delay)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                kills += 1
+        proc.wait()
         resume = (tmp_path / "killed" / "config.json").exists()
         if proc.returncode == 0:
             break
@@ -176,7 +190,7 @@ def test_sigkill_at_random_points_then_resume_matches_uninterrupted(tmp_path: Pa
 
 
 def test_resume_refuses_extra_options(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "spade.cli", "train", "--resume", str(tmp_path), "--steps", "3"],
+    out = subprocess.run([sys.executable, "-m", "spade.cli", "train", "--resume", str(tmp_path), "--seed", "3"],
                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert out.returncode == 2
     assert "drop the other options" in out.stderr

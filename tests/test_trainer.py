@@ -76,27 +76,89 @@ def test_full_step_changes_every_layer(tiny_dir: Path) -> None:
     assert "model.norm.weight" in changed
 
 
+FP32_EPS = torch.finfo(torch.float32).eps
+ROUND_OFF = 1e3 * FP32_EPS
+"""Round-off allowance relative to a tensor's largest entry: a gradient entry is a sum over a few hundred
+fp32 products along each path through the model, and a different summation order (micro-batch split, CPU
+kernel, thread count) moves it by up to ~sqrt(terms) * eps of that scale; 1e3 * eps (~1.2e-4) leaves room."""
+
+
+def _step_recording_grads(trainer: TorchTrainer, samples: list[TrainSample]) -> dict[str, torch.Tensor]:
+    """Run one train step and return the accumulated (clipped) gradients the optimiser stepped on."""
+    seen: dict[str, torch.Tensor] = {}
+    step = trainer.optimizer.step
+
+    def recording_step(*args: object, **kwargs: object) -> object:
+        for name, p in trainer.model.named_parameters():
+            if p.grad is not None:
+                seen[name] = p.grad.detach().clone()
+        return step(*args, **kwargs)
+
+    trainer.optimizer.step = recording_step  # type: ignore[method-assign]
+    try:
+        trainer.train_step(samples)
+    finally:
+        trainer.optimizer.step = step  # type: ignore[method-assign]
+    return seen
+
+
+def _assert_same_gradients(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    assert a
+    for name, ga in a.items():
+        gb = b[name]
+        scale = max(ga.abs().max().item(), gb.abs().max().item())
+        tol = ROUND_OFF * scale
+        diff = (ga - gb).abs().max().item()
+        assert diff <= tol, f"{name}: gradients differ by {diff:.3g} > {tol:.3g} (fp32 round-off allowance)"
+
+
+def _assert_same_update_where_the_gradient_is_clear(
+    before: dict[str, torch.Tensor],
+    after: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]],
+    grads: dict[str, torch.Tensor],
+) -> None:
+    """Adam's first step is ~lr*sign(grad): compare it only where round-off cannot flip the sign."""
+    compared = 0
+    for name, g in grads.items():
+        clear = g.abs() > 100 * ROUND_OFF * g.abs().max()
+        da, db = after[0][name] - before[name], after[1][name] - before[name]
+        assert torch.allclose(da[clear], db[clear], rtol=1e-3, atol=0.0), name
+        compared += int(clear.sum())
+    assert compared > 0
+
+
 def test_micro_batching_does_not_change_the_update(tiny_dir: Path) -> None:
     one_batch = _trainer(tiny_dir, micro_batch_tokens=10_000)
     many = _trainer(tiny_dir, micro_batch_tokens=20)
-    m1 = one_batch.train_step(_samples())
-    m2 = many.train_step(_samples())
-    assert m1["train/micro_batches"] == 1
-    assert m2["train/micro_batches"] == 4
-    assert m1["train/loss"] == pytest.approx(m2["train/loss"], abs=1e-6)
-    for (name, a), b in zip(_params(one_batch).items(), _params(many).values(), strict=True):
-        assert torch.allclose(a, b, atol=1e-6), name
+    before = _params(one_batch)
+    g1 = _step_recording_grads(one_batch, _samples())
+    g2 = _step_recording_grads(many, _samples())
+    _assert_same_gradients(g1, g2)
+    _assert_same_update_where_the_gradient_is_clear(before, (_params(one_batch), _params(many)), g1)
+    m1 = _trainer(tiny_dir, micro_batch_tokens=10_000).train_step(_samples())
+    m2 = _trainer(tiny_dir, micro_batch_tokens=20).train_step(_samples())
+    assert (m1["train/micro_batches"], m2["train/micro_batches"]) == (1, 4)
+    assert m1["train/loss"] == pytest.approx(m2["train/loss"], rel=ROUND_OFF)
+
+
+def test_gradient_comparison_catches_a_wrong_accumulation(tiny_dir: Path) -> None:
+    """The tolerance is tight enough to see a micro-batch scaled wrongly (the bug the test above guards)."""
+    right = _step_recording_grads(_trainer(tiny_dir, micro_batch_tokens=20), _samples())
+    wrong = {n: g * (1 + 1e-2) for n, g in right.items()}
+    with pytest.raises(AssertionError, match="round-off allowance"):
+        _assert_same_gradients(right, wrong)
 
 
 def test_accelerate_path_matches_the_plain_path(tiny_dir: Path) -> None:
     cfg = TrainerConfig(lr=1e-2, lora_rank=4, lora_alpha=8, micro_batch_tokens=20)
     plain = TorchTrainer(cfg, ModelConfig(model=str(tiny_dir), device="cpu"), seed=0)
     accel = TorchTrainer(cfg, ModelConfig(model=str(tiny_dir), device="cpu"), seed=0, use_accelerate=True)
-    assert plain.train_step(_samples())["train/loss"] == pytest.approx(
-        accel.train_step(_samples())["train/loss"]
-    )
-    for a, b in zip(_params(plain).values(), _params(accel).values(), strict=True):
-        assert torch.allclose(a, b, atol=1e-6)
+    before = _params(plain)
+    g1 = _step_recording_grads(plain, _samples())
+    g2 = _step_recording_grads(accel, _samples())
+    _assert_same_gradients(g1, g2)
+    _assert_same_update_where_the_gradient_is_clear(before, (_params(plain), _params(accel)), g1)
 
 
 def test_kl_reference_is_the_base_model(tiny_dir: Path) -> None:

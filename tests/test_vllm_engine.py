@@ -114,3 +114,19 @@ def test_weight_sync(engine: VLLMPolicy, tmp_path_factory: pytest.TempPathFactor
     assert greedy() == base  # in place, prefix cache reset: nothing of the old weights is reused
     with pytest.raises(FileNotFoundError, match="neither"):
         engine.load_weights(Path(root))
+
+
+def test_stop_request_aborts_the_batch_and_the_engine_stays_usable(engine: VLLMPolicy) -> None:
+    from spade import stopping  # noqa: PLC0415
+
+    p = prompt(engine, "Count from one to one thousand in words.")
+    stopping.request("test")
+    try:  # the check between engine steps aborts every request of the batch (Ctrl-C during generation)
+        out = engine._generate_safely([tuple(p)] * 3, SamplingParams(max_tokens=900, temperature=1.0))
+    finally:
+        stopping.clear()
+    assert [c.finish_reason for c in out] == ["error"] * 3
+    assert all("stopped" in (c.error or "") for c in out)
+    again = asyncio.run(engine.sample([p], GREEDY))  # nothing of the aborted batch is left behind
+    assert again[0].finish_reason in ("stop", "length")
+    assert len(again[0].token_ids_T) > 0

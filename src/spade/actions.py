@@ -5,17 +5,19 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-ActionMode = Literal["boxed", "lenient", "raw"]
-"""``boxed``: the last ``\\boxed{...}`` after any reasoning block, else the stripped text (the paper's
-parser). ``lenient``: as ``boxed``; without a box, the number on the last line when it holds exactly one, else
-the last line (lines of bare markdown decoration skipped; small models rarely box their answers). ``raw``: the
-text after reasoning, stripped."""
+ActionMode = Literal["boxed", "boxed_last", "lenient", "raw"]
+"""``boxed``: the *first* ``\\boxed{...}`` after any reasoning block, else the stripped text (the authors'
+parser, :func:`first_boxed`). ``boxed_last``: as ``boxed`` with the *last* complete box (:func:`last_boxed`).
+``lenient``: as ``boxed``; without a box, the number on the last line when it holds exactly one, else the last
+line (lines of bare markdown decoration skipped; small models rarely box their answers). ``raw``: the text
+after reasoning, stripped."""
 
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _BOXED = "\\boxed"
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_MODES: tuple[ActionMode, ...] = ("boxed", "lenient", "raw")
+_FLAT_BOX = re.compile(r"\\boxed\s*\{([^{}]*)\}")
+_MODES: tuple[ActionMode, ...] = ("boxed", "boxed_last", "lenient", "raw")
 
 
 def strip_reasoning(text: str) -> str:
@@ -27,6 +29,18 @@ def strip_reasoning(text: str) -> str:
     if opened:
         text = text[: opened.start()]
     return text
+
+
+def first_boxed(text: str) -> str | None:
+    """The authors' rule: the first ``\\boxed{...}`` whose content holds no braces; when every box nests braces,
+    the last complete one (:func:`last_boxed`); None when there is no complete box.
+
+    So ``\\boxed{1} ... \\boxed{2}`` gives ``1``, and ``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``.
+    """
+    flat = _FLAT_BOX.search(text)
+    if flat is not None:
+        return flat.group(1).strip()
+    return last_boxed(text)
 
 
 def last_boxed(text: str) -> str | None:
@@ -72,14 +86,14 @@ def _balanced_content(text: str, brace: int, limit: int) -> str | None:
 def parse_action(text: str, mode: ActionMode = "boxed") -> str:
     """Extract the action from a reply according to ``mode`` (see :data:`ActionMode`)."""
     if mode not in _MODES:
-        raise ValueError(f"unknown action mode {mode!r}: use one of boxed, lenient or raw")
+        raise ValueError(f"unknown action mode {mode!r}: use one of {', '.join(_MODES)}")
     body = strip_reasoning(text)
     if mode == "raw":
         return body.strip()
-    boxed = last_boxed(body)
+    boxed = last_boxed(body) if mode == "boxed_last" else first_boxed(body)
     if boxed is not None:
         return boxed
-    if mode == "boxed":
+    if mode in ("boxed", "boxed_last"):
         return body.strip()
     # Markdown decoration (bold, code fences, quotes) is not an answer: skip lines made only of it.
     lines = [line for raw in body.splitlines() if (line := raw.strip().strip("*`\"'").strip())]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 
 import tyro
 
+import spade
+from spade.errors import SpadeError
 from spade.play import Solver
 
 USAGE = """usage: spade COMMAND [options]
@@ -16,10 +20,13 @@ USAGE = """usage: spade COMMAND [options]
 commands:
   check   validate environment files (or model replies) in the sandbox; non-zero exit if any is rejected
   envs    list the registered seed environments
-  play    play an environment (registry name or file) as a human or with its scripted solution
+  play    play an environment (registry name or file): you, its scripted solution, or a run's trained model
   train   run SPADE self-play training (--preset cpu-tiny|paper, --resume RUN_DIR)
+  runs    list the runs under a runs folder: status, step, latest metrics, age
+  report  write a self-contained HTML report of a run (curves, archive, rejected designs, episodes)
+  export  export a run's valid environments as a dataset folder and a released-pool folder
 
-`spade COMMAND --help` describes a command's options."""
+`spade COMMAND --help` describes a command's options; `spade --version` prints the version."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,10 @@ class PlayArgs:
     seed: int | None = None
     """Episode seed (random when omitted)."""
     solver: Solver = "human"
-    """'human': you type actions; 'scripted': the environment's solution() plays and the transcript prints."""
+    """'human': you type actions; 'scripted': the environment's solution() plays and the transcript prints;
+    'model': the trained policy of --run plays (in the sandbox) and every turn prints."""
+    run: str = ""
+    """Run directory whose model and trained policy/ weights the 'model' solver uses."""
     difficulty: int | None = None
     """Difficulty level (seed environments accept 0..n-1)."""
     max_turns: int | None = None
@@ -69,6 +79,88 @@ class CheckArgs:
     """Seed of the probe actions and environment seeds (random when omitted; each report shows it)."""
 
 
+@dataclass(frozen=True)
+class RunsArgs:
+    """List the runs under a runs folder with status (running/finished/failed/stopped), step, metrics, age."""
+
+    runs_dir: Annotated[str, tyro.conf.Positional] = "runs"
+    """Folder holding run directories."""
+    json: bool = False
+    """One JSON object per run and line."""
+
+
+@dataclass(frozen=True)
+class ReportArgs:
+    """Write one self-contained HTML file (opens offline) describing a run; safe while the run is going."""
+
+    run: Annotated[str, tyro.conf.Positional]
+    """Run directory."""
+    out: str = ""
+    """Output file (default RUN/report.html)."""
+    episodes_per_env: int = 3
+    """Episode transcripts shown per environment and arm (hinted / not), newest first."""
+
+
+@dataclass(frozen=True)
+class ExportArgs:
+    """Export the run's valid environments: OUT/pool (games/, manifest.jsonl, checksums.sha256; loadable by
+    `spade train --mode fixed_pool --pool OUT/pool`) and OUT/dataset (Parquet, readable by datasets)."""
+
+    run: Annotated[str, tyro.conf.Positional]
+    """Run directory."""
+    out: str = ""
+    """Output folder (default RUN/export)."""
+    include_seeds: bool = False
+    """Also export the seed-library environments the run started from."""
+    overwrite: bool = False
+    """Replace a non-empty output folder."""
+
+
+def _cmd_runs(argv: Sequence[str]) -> int:
+    args = tyro.cli(RunsArgs, args=argv, prog="spade runs")
+    from spade.runs import format_runs, list_runs  # noqa: PLC0415
+
+    infos = list_runs(Path(args.runs_dir))
+    if args.json:
+        for i in infos:
+            print(json.dumps({**{k: getattr(i, k) for k in i.__dataclass_fields__}, "path": str(i.path)}))
+    elif infos:
+        print(format_runs(infos))
+    else:
+        print(f"no runs under {args.runs_dir} (start one with `spade train`)", file=sys.stderr)
+    return 0
+
+
+def _cmd_report(argv: Sequence[str]) -> int:
+    args = tyro.cli(ReportArgs, args=argv, prog="spade report")
+    from spade.report import summary_line, write_report  # noqa: PLC0415
+
+    try:
+        summary = write_report(
+            Path(args.run), Path(args.out) if args.out else None, episodes_per_env=args.episodes_per_env
+        )
+    except (SpadeError, OSError) as exc:
+        print(f"spade report: {exc}", file=sys.stderr)
+        return 2
+    print(summary_line(summary))
+    return 0
+
+
+def _cmd_export(argv: Sequence[str]) -> int:
+    args = tyro.cli(ExportArgs, args=argv, prog="spade export")
+    from spade.export import export_run  # noqa: PLC0415
+
+    try:
+        s = export_run(Path(args.run), Path(args.out) if args.out else None, include_seeds=args.include_seeds,
+                       overwrite=args.overwrite)  # fmt: skip
+    except (SpadeError, OSError) as exc:
+        print(f"spade export: {exc}", file=sys.stderr)
+        return 2
+    print(f"Exported {s.environments} environments: {s.pool} (games/, manifest.jsonl, checksums.sha256) and "
+          f"{s.dataset} (Parquet); train on them with `spade train --mode fixed_pool --pool {s.pool}`")  # fmt: skip
+    return 0
+
+
 def _cmd_check(argv: Sequence[str]) -> int:
     args = tyro.cli(CheckArgs, args=argv, prog="spade check")
     if not args.files:
@@ -84,8 +176,16 @@ def _cmd_envs(argv: Sequence[str]) -> int:
     from spade import envs  # noqa: PLC0415 - subcommands import what they need, keeping `spade --help` fast
 
     rows = [envs.spec(n) for n in envs.names()]
+    settings = sorted({s.setting for s in rows})
+    if args.setting and args.setting not in settings:
+        print(
+            f"spade envs: unknown setting {args.setting!r}; choose one of: {', '.join(settings)}",
+            file=sys.stderr,
+        )
+        return 2
     rows = [s for s in rows if not args.setting or s.setting == args.setting]
     width = max((len(s.name) for s in rows), default=4)
+    print(f"{'NAME':<{width}}  {'SETTING':<8}  {'SKILL':<22}  DESCRIPTION")
     for s in rows:
         print(f"{s.name:<{width}}  {s.setting:<8}  {s.skill:<22}  {s.description}")
     return 0
@@ -97,6 +197,8 @@ def _cmd_play(argv: Sequence[str]) -> int:
     from spade.sandbox import SandboxError  # noqa: PLC0415
 
     options: dict[str, Any] = {} if args.difficulty is None else {"difficulty": args.difficulty}
+    if args.solver == "model":
+        return _watch(args, options)
     try:
         with open_playable(args.env, max_turns=args.max_turns) as env:
             result = play(env, args.solver, seed=args.seed, options=options, out=sys.stdout)
@@ -113,6 +215,25 @@ def _cmd_play(argv: Sequence[str]) -> int:
     return 0
 
 
+def _watch(args: PlayArgs, options: dict[str, Any]) -> int:
+    from spade.play import watch_model  # noqa: PLC0415
+    from spade.sandbox import SandboxError  # noqa: PLC0415
+
+    if not args.run:
+        print("spade play: --solver model needs --run RUN_DIR (the run whose policy plays)", file=sys.stderr)
+        return 2
+    try:
+        watch_model(args.env, Path(args.run), seed=args.seed, options=options, max_turns=args.max_turns,
+                    out=sys.stdout)  # fmt: skip
+    except SandboxError as exc:
+        print(f"spade play: the environment failed ({exc.kind}): {exc}", file=sys.stderr)
+        return 1
+    except (SpadeError, FileNotFoundError, ValueError) as exc:
+        print(f"spade play: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _cmd_train(argv: Sequence[str]) -> int:
     from spade.train import main as train_main  # noqa: PLC0415
 
@@ -124,6 +245,9 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "envs": _cmd_envs,
     "play": _cmd_play,
     "train": _cmd_train,
+    "runs": _cmd_runs,
+    "report": _cmd_report,
+    "export": _cmd_export,
 }
 
 
@@ -133,6 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        print(f"spade {spade.__version__}")
+        return 0
     command = COMMANDS.get(args[0])
     if command is None:
         print(f"spade: unknown command {args[0]!r}\n\n{USAGE}", file=sys.stderr)

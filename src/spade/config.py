@@ -18,13 +18,14 @@ from typing import Any, Literal, TypeVar
 
 from spade.actions import ActionMode
 from spade.credit import RateMeasure
+from spade.errors import SpadeError
 from spade.prompts import Difficulty
 from spade.regret import RegretMethod
 from spade.sandbox.limits import Limits
 from spade.skills import Setting, skills_for
 
 
-class ConfigError(ValueError):
+class ConfigError(SpadeError, ValueError):
     """An invalid configuration value; the message names the field and the fix."""
 
 
@@ -46,9 +47,14 @@ class ModelConfig:
     device: str = "auto"
     """'auto', 'cpu' or 'cuda[:N]'."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Weight dtype of the hf/vllm engines and the trainer (bfloat16 halves memory on GPUs)."""
     max_context: int = 2048
     """Context window used for budgets (tokens)."""
     request_timeout_s: float = 120.0
+    """openai backend: hard deadline of one request attempt, in seconds."""
+    outage_s: float = 300.0
+    """openai backend: how long the server may fail every request (each retried with backoff) before the
+    run stops, resumably, as a server outage (0: failed requests only become error completions)."""
     max_concurrency: int = 16
     """Concurrent requests to a server backend; hf backend: most sequences generated in one batch."""
     request_retries: int = 3
@@ -68,23 +74,36 @@ class ModelConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class PlayConfig:
-    """How the agent plays one environment."""
+class WinRule:
+    """When an episode is won, defined once: play inherits it (``PlayConfig``) and the checker is given it
+    (``check_env(..., win=cfg.play)``), so the two always agree."""
 
-    action_mode: ActionMode = "boxed"
     return_mode: Literal["final", "sum"] = "final"
     """'final': last step's reward if terminated else 0 (the released recipe); 'sum': clipped sum of rewards."""
     success_threshold: float = 1.0
+    """An episode is won when it terminates with a return at least this."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlayConfig(WinRule):
+    """How the agent plays one environment (and, through :class:`WinRule`, when it has won)."""
+
+    action_mode: ActionMode = "boxed"
+    """How an action is read from a reply: 'boxed' (the first \\boxed{...}, the released recipe), 'boxed_last',
+    or a more forgiving mode for small models (see spade.actions)."""
     max_turns: int = 25
     """Agent turn budget per episode (the environment's own max_turns may end it sooner)."""
     context_tokens: int = 32768
+    """Token budget of a whole episode's conversation; older turns are dropped to stay within it."""
     turn_tokens: int = 8192
     """Per-turn generation budget."""
     on_length: Literal["end", "act"] = "end"
     """A reply cut at ``turn_tokens``: 'end' ends the episode (the released recipe); 'act' plays the action
     parsed from the partial reply and goes on (small models rarely stop within a short budget)."""
     temperature: float = 0.6
+    """Agent sampling temperature."""
     top_p: float = 1.0
+    """Agent sampling nucleus (1.0: off)."""
     top_k: int = 0
     """Agent sampling: keep only the k most likely tokens (0 disables top-k)."""
     format_reward: float = 0.0
@@ -99,10 +118,13 @@ class CheckerConfig:
     """The validation ladder for generated environments."""
 
     determinism_seeds: int = 3
+    """Seeds on which two instances must produce identical episodes (the determinism check)."""
     probe_episodes: int = 4
     """Random-policy episodes for the step-type and termination checks."""
     feasibility_seeds: int = 3
+    """Seeds on which the environment's solution() must win (the feasibility check)."""
     exploit_episodes: int = 8
+    """Episodes each degenerate probe policy (empty, repeated, very long actions...) plays."""
     exploit_max_success: float = 0.2
     """Degenerate policies may win at most this fraction of episodes."""
     exploit_min_wins: int = 2
@@ -110,6 +132,7 @@ class CheckerConfig:
     exploit_confirm_episodes: int = 3
     """Extra episodes replaying a probe policy that won once, to tell an exploit from luck."""
     max_source_chars: int = 60_000
+    """Longest environment source accepted, in characters."""
     llm_review: bool = False
     """Last rung: the policy itself reviews each environment that passed every check (fail closed: anything
     but an explicit ACCEPT rejects it, counted as LLM_REVIEW)."""
@@ -117,10 +140,6 @@ class CheckerConfig:
     """Smallest per-step reward accepted (the sandbox's hard limit, ``sandbox.reward_min``, is wider)."""
     reward_max: float = 1.0
     """Largest per-step reward accepted."""
-    success_threshold: float = 1.0
-    """An episode is won when it terminates with a return at least this (as ``play.success_threshold``)."""
-    return_mode: Literal["final", "sum"] = "final"
-    """How the checker computes an episode's return (as ``play.return_mode``)."""
     termination_turns: int = 100
     """Random and do-nothing play must end (terminated or truncated) within this many steps."""
     long_action_chars: int = 10_000
@@ -144,11 +163,13 @@ class DesignerConfig:
     """The environment designer role."""
 
     setting: Setting = "games"
+    """'games' or 'tool_use': which skills the designer writes environments for."""
     skills: tuple[str, ...] = ()
     """Skill slugs to design for; empty means all skills of the setting."""
     skills_per_regen: int = 3
     """Round-robin window of skills active per regeneration epoch."""
     envs_per_regen: int = 24
+    """Environments designed at every regeneration (one designer sample each)."""
     regen_interval: int = 4
     """Steps between regenerations; the current environments are replayed in between."""
     edit_fraction: float = 0.0
@@ -157,12 +178,16 @@ class DesignerConfig:
     """How an edit is written: the complete modified file, or SEARCH/REPLACE blocks applied to the parent
     (a small model can change a rule or a constant without copying thousands of tokens)."""
     memory_examples: int = 2
+    """Archived environments shown to the designer as examples of its own work."""
     negative_examples: int = 1
+    """Rejected designs shown with their checker findings, as what not to do."""
     doc_tokens: int = 1024
     """Length budget of the grounding document in the prompt, in whitespace-separated words (the authors'
     unit: 6,000 for games, 4,000 for tool use)."""
     max_tokens: int = 8192
+    """Generation budget of one design (tokens)."""
     temperature: float = 0.6
+    """Designer sampling temperature."""
     top_p: float = 1.0
     """Designer and hint sampling: nucleus probability (1.0 disables top-p)."""
     top_k: int = 0
@@ -181,6 +206,7 @@ class DesignerConfig:
     authors' way); 'instance': one hint per hinted seed, written from the code and that instance's first
     observation."""
     hint_max_tokens: int = 512
+    """Generation budget of one hint (tokens)."""
     difficulty: Difficulty = "medium"
     """Target difficulty stated in the designer prompt (the released recipe always asks for medium)."""
     example_code_chars: int = 3000
@@ -188,6 +214,7 @@ class DesignerConfig:
     worked_example_chars: int = 12_000
     """Prefer a seed environment within this size as the prompt's complete worked example."""
     hint_temperature: float = 0.3
+    """Sampling temperature of hints."""
     hint_max_words: int = 80
     """Word limit stated in the hint prompt."""
     hint_max_chars: int = 600
@@ -199,9 +226,11 @@ class RolloutConfig:
     """How many plays each environment gets."""
 
     plays_per_env: int = 8
+    """Unhinted plays per environment per step (the agent's GRPO group)."""
     hint_plays_per_env: int = 16
     """Hinted plays per new environment; the paired no-hint arm reuses their seeds."""
     max_concurrent_plays: int = 128
+    """Plays run at once (also capped by sandbox.max_live_instances)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,12 +250,15 @@ class RewardConfig:
     blend_plateau_weight: float = 0.6
     """blend variant: weight of the plateau term; the regret term gets the rest."""
     plateau_low: float = 0.4
+    """Lower end of the win-rate plateau (see plateau_high)."""
     plateau_high: float = 0.6
     """blend/solve_rate: win rates in [plateau_low, plateau_high] earn full plateau credit."""
     plateau_ramp: float = 0.25
     """blend/solve_rate: width of the linear ramps to zero credit on either side of the plateau."""
     designer_scale_cap: float = 50.0
+    """Upper bound of the factor that balances designer against agent samples in the update."""
     drop_constant_groups: bool = True
+    """Leave out groups whose rewards are all equal (zero advantage: nothing to learn)."""
     delay: int = 0
     """Steps of agent training on a new environment before its designer sample is credited (0: immediate);
     win-rate terms use every unhinted play over those steps, regret the creation step's plays (as released)."""
@@ -244,21 +276,29 @@ class TrainerConfig:
     """The GRPO update."""
 
     lr: float = 1e-6
+    """Learning rate (AdamW)."""
     clip_low: float = 0.2
+    """PPO clip below 1 of the importance ratio."""
     clip_high: float = 0.28
+    """PPO clip above 1 of the importance ratio (asymmetric, as in DAPO)."""
     kl_coef: float = 0.0
+    """Weight of the KL penalty to the initial policy (0: none, the released recipe)."""
     tis_cap: float = 2.0
     """Truncated importance-sampling cap for stale samples."""
     lora_rank: int = 0
     """0: full fine-tuning; > 0: LoRA of that rank."""
     lora_alpha: int = 32
+    """LoRA scaling numerator (the adapter's update is scaled by alpha / rank)."""
     lora_targets: tuple[str, ...] = ("all-linear",)
     """Module names LoRA adapts; ("all-linear",) adapts every linear layer except the output head."""
     micro_batch_tokens: int = 8192
     """Padded tokens per forward/backward micro-batch; one step accumulates all micro-batches."""
     max_grad_norm: float = 1.0
+    """Gradient-norm clip."""
     weight_decay: float = 0.0
+    """AdamW weight decay."""
     adam_betas: tuple[float, float] = (0.9, 0.98)
+    """AdamW betas."""
     tis_fresh: bool = False
     """Also importance-correct fresh samples (engine/trainer mismatch), not only stale ones."""
 
@@ -268,7 +308,9 @@ class MemoryConfig:
     """The environment archive."""
 
     capacity: int = 200
+    """Most environments kept; the least useful are evicted beyond it."""
     band_low: float = 0.1
+    """Lower end of the learnable win-rate band (see band_high)."""
     band_high: float = 0.9
     """Win-rate band in which an environment counts as learnable."""
     warm_start: bool = True
@@ -296,6 +338,21 @@ class CorpusConfig:
     path: str = ""
     """JSONL, Parquet or a folder of .txt files; empty for the shipped Wikipedia summaries."""
     enabled: bool = True
+    """Ground each design on a corpus document (off: designs from the skill alone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptConfig:
+    """Readable episode transcripts in ``<run>/transcripts/`` (gzipped JSON lines, one file per step and role)."""
+
+    enabled: bool = True
+    """Write transcripts of the agent's plays and the designer's replies."""
+    episodes_per_env: int = 2
+    """Plays kept per environment, hinted arm and step (0: every play)."""
+    keep_last: int = 20
+    """Transcripts of the newest this many steps are always kept."""
+    keep_every: int = 10
+    """Older steps are kept when divisible by this (0: older steps are deleted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +382,7 @@ class TrainConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    transcripts: TranscriptConfig = field(default_factory=TranscriptConfig)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -385,6 +443,11 @@ def validate(cfg: TrainConfig) -> None:
     _require(
         cfg.mode != "selfplay" or cfg.model.backend != "openai" or bool(cfg.model.base_url),
         "model.backend='openai' needs model.base_url (e.g. --model.base-url http://127.0.0.1:8000/v1)",
+    )
+    tr = cfg.transcripts
+    _require(
+        min(tr.episodes_per_env, tr.keep_last, tr.keep_every) >= 0,
+        "transcripts.episodes_per_env, keep_last and keep_every must be >= 0",
     )
     _require(
         cfg.play.turn_tokens <= cfg.play.context_tokens,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from spade.errors import SpadeError
 from spade.types import CorpusDoc
 
 TEXT_KEYS = ("orig_doc", "text")
@@ -33,7 +34,7 @@ _TEXT_SUFFIXES = (".txt", ".md")
 _RECORD_SUFFIXES = (".jsonl", ".parquet", ".arrow")
 
 
-class CorpusError(ValueError):
+class CorpusError(SpadeError, ValueError):
     """The corpus cannot be used; the message says what is wrong and how to fix it."""
 
 

@@ -42,6 +42,7 @@ class TextEnv:
             if max_turns < 1:
                 raise ValueError(f"max_turns must be >= 1, got {max_turns}")
             self.max_turns = max_turns
+        self._max_turns_override = max_turns
         self.rng = random.Random(0)
         self.turn = 0
         self.difficulty = self.default_difficulty
@@ -63,6 +64,14 @@ class TextEnv:
             raise ValueError(f"difficulty must be in [0, {self.difficulty_levels}), got {level}")
         self.difficulty = level
         return self._reset(options)
+
+    def turn_budget(self, level_budget: int) -> int:
+        """An episode's turn budget: the constructor's ``max_turns`` when one was given, else ``level_budget``.
+
+        Environments whose levels set their own budget in ``_reset`` assign ``self.max_turns`` through this,
+        so an explicit budget (``spade play --max-turns``) is honoured.
+        """
+        return level_budget if self._max_turns_override is None else self._max_turns_override
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """Build the instance from ``self.rng`` and return the first observation and info."""

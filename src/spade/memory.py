@@ -76,7 +76,7 @@ FROM envs e
 """
 
 
-class MemoryStoreError(SpadeError):
+class MemoryStoreError(SpadeError, RuntimeError):
     """The archive file cannot be used as asked; the message says why and what to do."""
 
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spade import designer, tool_prompts
+from spade import designer, tool_prompts, transcripts
 from spade.actions import last_boxed, strip_reasoning
 from spade.backends.batching import BatchingPolicy
 from spade.checker import CheckReport, Finding, FindingCode, check_env
-from spade.config import TrainConfig
+from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.hints import HintRequest, hint_metrics, write_hints
 from spade.memory import FILENAME as MEMORY_FILE
@@ -33,7 +33,7 @@ from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
 from spade.seeds import derive_rng, derive_seed
 from spade.skills import Setting, skills_for
-from spade.types import EnvSource, SamplingParams, Trainer, TrainSample
+from spade.types import EnvSource, SamplingParams, Trainer, TrainSample, Trajectory
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,8 @@ class Components:
     memory: Memory
     sampler: CorpusSampler | None
     pool: list[EnvSource]
+    keep: TranscriptConfig = dataclasses.field(default_factory=TranscriptConfig)
+    """What to keep of transcripts."""
 
     @property
     def corpus(self) -> Any:
@@ -100,6 +102,36 @@ class Components:
             tuple(data["tokens"]), tuple(data["mask"]), tuple(data["logprobs"]), 0.0, "designer"
         )
 
+    def prune_design_samples(self) -> int:
+        """Delete stored designer samples no kept checkpoint still awaits credit for; returns how many.
+
+        A sample is needed while a checkpoint's delayed-credit buffer names it (resuming from that
+        checkpoint releases it later); one written after the newest checkpoint is rewritten when its step
+        reruns. Their text stays in the design transcripts.
+        """
+        folder = self.run.root / "samples"
+        needed: set[str] = set()
+        for checkpoint in self.run.checkpoints.glob("step_*"):
+            if (checkpoint / "state.json").is_file():
+                needed.update(str(e["sample_ref"]) for e in self.run.read_state(checkpoint).get("credit", []))
+        gone = 0
+        for path in folder.glob("*.json") if folder.is_dir() else ():
+            if path.stem not in needed:
+                path.unlink(missing_ok=True)
+                gone += 1
+        return gone
+
+    def record_plays(self, step: int, trajectories: Sequence[Trajectory]) -> None:
+        """Keep readable transcripts of some of this step's plays (retention: ``self.keep``)."""
+        if not self.keep.enabled:
+            return
+        kept = transcripts.pick_episodes(trajectories, self.keep.episodes_per_env)
+        decode = self.policy.template.decode
+        transcripts.write(
+            self.run.root, step, "play", [transcripts.play_record(t, step, decode) for t in kept]
+        )
+        transcripts.prune(self.run.root, step, self.keep)
+
 
 class _NoCorpus:
     def metrics(self) -> dict[str, float]:
@@ -121,7 +153,7 @@ def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
     if cfg.mode == "selfplay" and cfg.corpus.enabled:
         sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=derive_seed(cfg.seed, "corpus"))
     with Sandbox(limits=cfg.sandbox) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
-        yield Components(run, policy, trainer, runner, memory, sampler, _pool(cfg))
+        yield Components(run, policy, trainer, runner, memory, sampler, _pool(cfg), cfg.transcripts)
 
 
 def _pool(cfg: TrainConfig) -> list[EnvSource]:
@@ -150,6 +182,7 @@ async def design_phase(
 ) -> tuple[list[DesignOutcome], dict[str, Any]]:
     """Design, check, archive and hint one regeneration of environments."""
     d = cfg.designer
+    c.prune_design_samples()
     rng = derive_rng(cfg.seed, "design", step)
     skills = list(d.skills) or list(skills_for(d.setting))
     slots = designer.plan_slots(skills, d.skills_per_regen, step // d.regen_interval, d.envs_per_regen,
@@ -170,6 +203,9 @@ async def design_phase(
         env_id = f"s{step:05d}_{i:02d}_{design.skill}"
         outcomes.append(_archive(c, design, report, env_id, step, keep_sample=d.train))
     outcomes, hint_stats = await _hint(cfg, c, outcomes, step)
+    if c.keep.enabled:
+        records = [_design_record(x, o, r, step) for x, o, r in zip(designs, outcomes, reports, strict=True)]
+        transcripts.write(c.run.root, step, "design", records)
     metrics = _design_metrics(designs, outcomes)
     metrics.update(hint_stats)
     metrics["time/check_s"] = check_s
@@ -223,7 +259,12 @@ async def _check_all(
             return None
         async with gate:
             return await asyncio.to_thread(
-                check_env, design.code, c.runner, cfg.checker, seed=derive_seed(cfg.seed, "check", step, i)
+                check_env,
+                design.code,
+                c.runner,
+                cfg.checker,
+                seed=derive_seed(cfg.seed, "check", step, i),
+                win=cfg.play,
             )
 
     return list(await asyncio.gather(*(one(i, x) for i, x in enumerate(designs))))
@@ -383,6 +424,27 @@ def fresh_only(cfg: TrainConfig, memory: Memory, designed: Sequence[DesignOutcom
     seeds = sorted(r.env_id for r in memory.records(status=EnvStatus.VALID) if r.is_seed)
     random.Random(f"{cfg.seed}/{step}/seed-fill").shuffle(seeds)
     return seeds[: cfg.designer.envs_per_regen]
+
+
+def _design_record(
+    design: designer.Design, outcome: DesignOutcome, report: CheckReport | None, step: int
+) -> dict[str, Any]:
+    """The readable transcript of one designer sample."""
+    return {
+        "step": step,
+        "env_id": outcome.env_id,
+        "skill": design.skill,
+        "mode": design.mode,
+        "parent_id": design.parent_id,
+        "doc_id": design.doc_id,
+        "valid": outcome.valid,
+        "reason": outcome.reason,
+        "extract": f"{design.status}: {design.detail}" if design.code is None else "ok",
+        "findings": [] if report is None else [f.to_dict() for f in report.findings],
+        "hint": outcome.hint,
+        "messages": [dict(m) for m in design.messages],
+        "reply": design.completion,
+    }
 
 
 def _design_metrics(designs: Sequence[designer.Design], outcomes: Sequence[DesignOutcome]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, TextIO
 
 from spade.env import StepResult, TextEnv, ToolEnv, answer_action, tool_call_action
 
-Solver = Literal["scripted", "human"]
+Solver = Literal["scripted", "human", "model"]
 
 HELP = """Commands:
   <text>                  your action, sent to the environment as typed (e.g. 3, pour A B, \\boxed{7})
@@ -205,3 +205,147 @@ def open_playable(env_or_file: str, max_turns: int | None = None) -> Iterator[Pl
         )
     with Sandbox() as sandbox, sandbox.open(path.read_text(), filename=str(path), max_turns=max_turns) as env:
         yield env
+
+
+# -- the trained policy plays ------------------------------------------------------------------------------
+
+
+def watch_model(
+    env_or_file: str,
+    run_root: Path,
+    *,
+    seed: int | None,
+    options: dict[str, Any] | None,
+    max_turns: int | None,
+    out: TextIO,
+) -> PlayResult:
+    """The policy of a run (its config's model plus the trained ``policy/`` weights) plays one episode.
+
+    Every observation, reply, parsed action and reward is printed to ``out`` as it happens. The environment
+    runs in the sandbox (registry environments too), with the run's play settings (action parsing, turn
+    and token budgets).
+    """
+    import asyncio  # noqa: PLC0415
+    import random  # noqa: PLC0415
+
+    from spade.backends import make_policy  # noqa: PLC0415 - heavy; only this solver needs a model
+    from spade.rundir import RunDir  # noqa: PLC0415
+
+    run = RunDir(Path(run_root))
+    cfg = run.load_config()
+    code, name = _source_of(env_or_file)
+    policy = make_policy(cfg.model, seed=cfg.seed)
+    weights = run.root / "policy"
+    if weights.is_dir() and any(weights.iterdir()):
+        policy.load_weights(weights)
+        out.write(f"Policy: {cfg.model.backend} {cfg.model.model} with the trained weights in {weights}\n")
+    else:
+        out.write(f"Policy: {cfg.model.backend} {cfg.model.model} (the run has no trained weights yet)\n")
+    seed = random.randrange(2**31) if seed is None else seed
+    episode = _Watch(code, name, seed, options, max_turns)
+    return asyncio.run(_watch(cfg, policy, episode, out))
+
+
+def _source_of(env_or_file: str) -> tuple[str, str]:
+    from spade import envs  # noqa: PLC0415
+
+    if env_or_file in envs.names():
+        return envs.spec(env_or_file).source(), env_or_file
+    path = Path(env_or_file)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)"
+        )
+    return path.read_text(), path.stem
+
+
+@dataclass(frozen=True, slots=True)
+class _Watch:
+    code: str
+    name: str
+    seed: int
+    options: dict[str, Any] | None
+    max_turns: int | None
+
+
+async def _watch(cfg: Any, policy: Any, w: _Watch, out: TextIO) -> PlayResult:
+    from typing import cast  # noqa: PLC0415
+
+    from spade.agent import Episode, play_episode  # noqa: PLC0415
+    from spade.sandbox import EnvInstance, Sandbox  # noqa: PLC0415
+
+    out.write(f"Seed: {w.seed}\n")
+    with Sandbox(limits=cfg.sandbox) as runner:
+        env = await runner.aopen(w.code, filename=f"<{w.name}>", max_turns=w.max_turns)
+        narrated = cast(EnvInstance, _NarratedEnv(env, out))
+        try:
+            traj = await play_episode(
+                _NarratedPolicy(policy, out), narrated, Episode(w.name, w.seed, None, w.options or None), cfg.play,
+                is_tool_env=env.meta.is_tool_env,
+            )  # fmt: skip
+        finally:
+            await env.aclose()
+    if traj.error:
+        out.write(f"Episode error: {traj.error}\n")
+    last = traj.transitions[-1] if traj.transitions else None
+    out.write(
+        f"Episode {traj.status.value} after {len(traj.transitions)} turns, return {traj.episode_return:+.2f}.\n"
+    )
+    return PlayResult(
+        len(traj.transitions), sum(t.reward for t in traj.transitions), last.reward if last else 0.0,
+        last.terminated if last else False, last.truncated if last else False, quit=False,
+    )  # fmt: skip
+
+
+class _NarratedPolicy:
+    """A policy that prints every reply it samples."""
+
+    def __init__(self, policy: Any, out: TextIO) -> None:
+        self._policy, self._out = policy, out
+
+    @property
+    def template(self) -> Any:
+        return self._policy.template
+
+    async def sample(self, prompts: Any, params: Any) -> Any:
+        completions = await self._policy.sample(prompts, params)
+        for c in completions:
+            self._out.write(
+                f"model> {c.text}\n"
+                + (f"(cut at {params.max_tokens} tokens)\n" if c.finish_reason == "length" else "")
+            )
+        self._out.flush()
+        return completions
+
+    def load_weights(self, path: Path) -> None:
+        self._policy.load_weights(path)
+
+
+class _NarratedEnv:
+    """An environment instance that prints observations, actions, tool calls and rewards."""
+
+    def __init__(self, env: Any, out: TextIO) -> None:
+        self._env, self._out, self._turn, self._total = env, out, 0, 0.0
+
+    async def areset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        obs, info = await self._env.areset(seed=seed, options=options)
+        _print_obs(self._out, obs, turn=0)
+        return obs, info
+
+    async def atools(self) -> list[dict[str, Any]]:
+        return await self._env.atools()  # type: ignore[no-any-return]
+
+    async def acall_tool(self, name: str, args: dict[str, Any]) -> str:
+        result: str = await self._env.acall_tool(name, args)
+        self._out.write(f"tool {name}({json.dumps(args)}) -> {result}\n")
+        return result
+
+    async def astep(self, action: str) -> StepResult:
+        obs, reward, terminated, truncated, info = await self._env.astep(action)
+        self._turn += 1
+        self._total += reward
+        self._out.write(f"action: {action!r}\nreward {reward:+.2f} (total {self._total:+.2f})\n")
+        _print_obs(self._out, obs, turn=self._turn)
+        return obs, reward, terminated, truncated, info

@@ -10,6 +10,7 @@ results as an uninterrupted one.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from spade import credit as cr
-from spade import distributed
+from spade import distributed, stopping
 from spade import rewards as rw
 from spade.config import TrainConfig
 from spade.credit import EnvStats, PendingCredit
@@ -68,42 +69,99 @@ class LoopState:
 # -- entry points ------------------------------------------------------------------------------------------
 
 
-def train(cfg: TrainConfig, *, resume: bool = False, progress: Progress | None = None) -> RunDir:
+def train(
+    cfg: TrainConfig,
+    *,
+    resume: bool = False,
+    progress: Progress | None = None,
+    overwrite: bool = False,
+    steps: int | None = None,
+) -> RunDir:
     """Run (or, with ``resume``, continue) a training run; returns its run directory.
+
+    Args:
+        cfg: the run's config; with ``resume`` only ``cfg.run_dir`` is used (the saved config applies).
+        resume: continue the run in ``cfg.run_dir`` from its newest complete checkpoint.
+        progress: receives one line per phase and step.
+        overwrite: delete what ``cfg.run_dir`` holds first (with ``resume``: start the saved run over).
+        steps: with ``resume``, a new step total (extends a finished run).
+
+    Raises:
+        spade.stopping.Interrupted: a stop was requested (SIGINT/SIGTERM); the run is resumable.
+        spade.rundir.RunLockedError: another process drives the run.
+        spade.rundir.RunStateError: the run directory cannot be continued as it is (message: the way out).
 
     Under ``accelerate launch`` rank 0 runs the loop and the other ranks only train (:mod:`spade.distributed`).
     """
     if distributed.is_follower():
         return distributed.follow_run(cfg, resume=resume)
-    return asyncio.run(_train(cfg, resume=resume, progress=progress or (lambda _: None)))
+    say = progress or (lambda _: None)
+    return asyncio.run(stopping.run_until_stopped(_train(cfg, resume, say, overwrite, steps)))
 
 
-async def _train(cfg: TrainConfig, *, resume: bool, progress: Progress) -> RunDir:
+async def _train(
+    cfg: TrainConfig, resume: bool, progress: Progress, overwrite: bool, steps: int | None
+) -> RunDir:
     run = RunDir(cfg.run_dir)
+    fresh_root = not run.root.exists()
+    if resume:
+        run.load_config()  # raises before anything (even the lock file) is written when there is no run
+    with run.lock() as note:
+        if note:
+            progress(note)
+        cfg, resume = _open_run(run, cfg, resume, overwrite, steps)
+        ready = False
+        try:
+            with make_components(cfg, run) as c:
+                state = _restore(cfg, run, c, progress) if resume else _fresh(cfg, c)
+                ready = True
+                await _loop(cfg, run, c, state, progress)
+        except BaseException:
+            if not ready and not resume and fresh_root:  # a run that never started leaves nothing behind
+                run.discard()
+            elif not ready and not resume:
+                run.clear()
+            raise
+    return run
+
+
+def _open_run(
+    run: RunDir, cfg: TrainConfig, resume: bool, overwrite: bool, steps: int | None
+) -> tuple[TrainConfig, bool]:
+    """The config to run and whether it continues saved state (False: a fresh start)."""
     if resume:
         cfg = run.load_config()
-    else:
-        run.create(cfg)
-    with make_components(cfg, run) as c:
-        state = _restore(cfg, run, c) if resume else _fresh(cfg, c)
-        board = run.tensorboard(purge_step=state.step)
-        step_times: list[float] = []
-        try:
-            while state.step < cfg.steps:
-                started = time.perf_counter()
-                row = await run_step(cfg, c, state, progress)
-                row["time/step_s"] = time.perf_counter() - started
-                run.append_metrics(row)
-                board.write(row)
-                state.step += 1
-                _checkpoint(run, c, state)
-                step_times.append(row["time/step_s"])
-                progress(_summary(cfg, row, eta_s=float(np.mean(step_times)) * (cfg.steps - state.step)))
-        finally:
-            board.close()
-            if isinstance(c.trainer, distributed.LeaderTrainer):
-                c.trainer.stop()
-    return run
+        if steps is not None:
+            cfg = dataclasses.replace(cfg, steps=steps)
+        if not overwrite:
+            run.check_archive()
+            run.resume_point()  # raises when there is nothing safe to continue from
+            run.save_config(cfg)
+            return cfg, True
+    if overwrite:
+        run.clear()
+    run.create(cfg)
+    return cfg, False
+
+
+async def _loop(cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, progress: Progress) -> None:
+    board = run.tensorboard(purge_step=state.step)
+    step_times: list[float] = []
+    try:
+        while state.step < cfg.steps:
+            started = time.perf_counter()
+            row = await run_step(cfg, c, state, progress)
+            row["time/step_s"] = time.perf_counter() - started
+            run.append_metrics(row)
+            board.write(row)
+            state.step += 1
+            _checkpoint(run, c, state)
+            step_times.append(row["time/step_s"])
+            progress(_summary(cfg, row, eta_s=float(np.mean(step_times)) * (cfg.steps - state.step)))
+    finally:
+        board.close()
+        if isinstance(c.trainer, distributed.LeaderTrainer):
+            c.trainer.stop()
 
 
 def _fresh(cfg: TrainConfig, c: Components) -> LoopState:
@@ -112,12 +170,18 @@ def _fresh(cfg: TrainConfig, c: Components) -> LoopState:
     return LoopState(corpus=c.corpus_state())
 
 
-def _restore(cfg: TrainConfig, run: RunDir, c: Components) -> LoopState:
-    checkpoint = run.latest_checkpoint()
+def _restore(cfg: TrainConfig, run: RunDir, c: Components, progress: Progress) -> LoopState:
+    point = run.resume_point()
+    for note in point.notes:
+        progress(note)
+    checkpoint = point.checkpoint
     if checkpoint is None:  # killed before the first checkpoint: start the same run over
         c.memory.rollback_to(-1)
         run.truncate_metrics(0)
         return _fresh(cfg, c)
+    progress(f"resuming {run.root} at step {point.step} of {cfg.steps} (checkpoint {checkpoint.name})")
+    if point.step >= cfg.steps:
+        progress(f"the run has done all {cfg.steps} steps; extend it with `--resume {run.root} --steps N`")
     state = LoopState.from_dict(run.read_state(checkpoint))
     c.memory.rollback_to(state.step - 1)
     run.truncate_metrics(state.step)
@@ -156,6 +220,7 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     t0 = time.perf_counter()
     trajectories = await _play(cfg, c, state.current, designed, step)
     row["time/play_s"] = time.perf_counter() - t0
+    c.record_plays(step, trajectories)
 
     agent_samples, agent_metrics, per_env = _score_agent(cfg, trajectories)
     row.update(agent_metrics)

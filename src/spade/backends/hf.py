@@ -44,6 +44,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from spade import stopping
 from spade.backends.embedded import resolve_model
 from spade.backends.template import HFChatTemplate
 from spade.config import ModelConfig
@@ -90,9 +91,34 @@ class _Recorder(StoppingCriteria):
         if self._last is not None:
             self.step_logprobs.append(self._last.gather(1, input_ids[:, -1:]).squeeze(1))
             self._last = None
+        if stopping.requested():  # a stop request ends the batch at this decode step (spade.stopping)
+            return torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
         if self.stop_check is None:
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
         return self.stop_check(input_ids[:, self.prompt_len :])
+
+
+class _Stopped(RuntimeError):
+    """Raised inside the model's forward when a stop is requested (ends a long prefill within one layer)."""
+
+
+def _raise_if_stopped(_module: Any, _args: Any) -> None:
+    if stopping.requested():
+        raise _Stopped("stopped")
+
+
+def _stop_hooks(model: Any, *, fine: bool) -> list[Any]:
+    """Forward pre-hooks that let a stop request interrupt a forward pass.
+
+    The stopping criterion ends generation between decode steps; these end the prompt's forward (the
+    prefill), which on a busy CPU takes seconds per layer for long designer prompts. ``fine``: a hook on
+    every leaf module of every layer (CPU: sub-second granularity); else one per layer (accelerators,
+    where a layer takes milliseconds and per-module hooks would cost decode speed).
+    """
+    layers = [m for lst in model.modules() if isinstance(lst, torch.nn.ModuleList) for m in lst]
+    if fine:
+        layers = [leaf for layer in layers for leaf in layer.modules() if next(leaf.children(), None) is None]
+    return [layer.register_forward_pre_hook(_raise_if_stopped) for layer in layers]
 
 
 class _StopStrings:
@@ -267,13 +293,18 @@ class HFPolicy:
         )
         with self._lock, torch.random.fork_rng(devices=self._rng_devices()), torch.inference_mode():
             torch.manual_seed(seed)
-            sequences = self.model.generate(
-                input_ids=ids.to(self.device),
-                attention_mask=attention.to(self.device),
-                generation_config=config,
-                logits_processor=LogitsProcessorList([recorder.process]),
-                stopping_criteria=StoppingCriteriaList([recorder]),
-            )
+            hooks = _stop_hooks(self.model, fine=self.device.type == "cpu")
+            try:
+                sequences = self.model.generate(
+                    input_ids=ids.to(self.device),
+                    attention_mask=attention.to(self.device),
+                    generation_config=config,
+                    logits_processor=LogitsProcessorList([recorder.process]),
+                    stopping_criteria=StoppingCriteriaList([recorder]),
+                )
+            finally:
+                for hook in hooks:
+                    hook.remove()
         generated = sequences[:, width:].cpu().tolist()
         logprobs = torch.stack(recorder.step_logprobs, dim=1).cpu().tolist() if recorder.step_logprobs else []
         return [
@@ -363,7 +394,10 @@ class HFPolicy:
     def _generate_safely(self, prompts: list[tuple[int, ...]], params: SamplingParams) -> list[Completion]:
         """The I/O boundary of the engine: an engine failure becomes error completions, never a raise."""
         try:
-            return self.generate(prompts, params)
+            out = self.generate(prompts, params)
         except (RuntimeError, ValueError) as exc:  # torch errors (incl. out of memory) and bad inputs
             message = f"hf generation failed: {type(exc).__name__}: {exc}"
             return [Completion("", (), (), "error", prompt_tokens=len(p), error=message) for p in prompts]
+        if stopping.requested():  # replies cut by a stop request are not real samples
+            return [Completion("", (), (), "error", prompt_tokens=len(p), error="stopped") for p in prompts]
+        return out

@@ -32,6 +32,7 @@ import asyncio
 import json
 import os
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,14 +42,23 @@ import httpx
 
 from spade.backends.toolcalls import extract_tool_calls
 from spade.config import ModelConfig
+from spade.errors import SpadeError
 from spade.types import ChatTemplate, Completion, FinishReason, Message, SamplingParams, ToolCall, ToolSchema
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "stop", "eos": "stop"}
 
 
-class RequestFailedError(RuntimeError):
+class RequestFailedError(SpadeError, RuntimeError):
     """A server request that failed for good (after retries where they apply); the message says why."""
+
+
+class ModelServerDownError(SpadeError):
+    """The server failed every request for ``outage_s`` seconds: an outage, not a bad request.
+
+    Raised (not returned as an error completion) so that a run stops resumably instead of spending its
+    steps on errors.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +90,9 @@ class OpenAIPolicy:
         max_context: context window used to cap ``max_tokens`` and reject over-long prompts locally (0: leave
             it to the server).
         seed: seed of per-request seeds for calls without ``params.seed`` and of the backoff jitter.
+        outage_s: 0: a request that still fails after its retries is an error completion. > 0: it is
+            retried with backoff while the server has failed every request for less than ``outage_s``
+            seconds, then :class:`ModelServerDownError` is raised; any success ends the outage.
     """
 
     def __init__(
@@ -97,6 +110,7 @@ class OpenAIPolicy:
         token_ids: bool = True,
         max_context: int = 0,
         seed: int = 0,
+        outage_s: float = 0.0,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(
@@ -114,6 +128,8 @@ class OpenAIPolicy:
         self.token_ids = token_ids
         self.max_context = max_context
         self._rng = random.Random(seed)
+        self.outage_s = outage_s
+        self._down_since: float | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: httpx.AsyncClient | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -141,6 +157,7 @@ class OpenAIPolicy:
             token_ids=cfg.server_token_ids,
             max_context=cfg.max_context,
             seed=seed,
+            outage_s=cfg.outage_s,
         )
 
     @property
@@ -301,7 +318,8 @@ class OpenAIPolicy:
         client, slots = self._session()
         payload = {"model": self.model or await self._served_model(client), **body}
         last = "no attempt made"
-        for attempt in range(self.retries + 1):
+        attempt = -1
+        while (attempt := attempt + 1) <= self.retries or self._outage_goes_on():
             if attempt:
                 await asyncio.sleep(self._backoff(attempt))
             async with slots:
@@ -317,8 +335,23 @@ class OpenAIPolicy:
             if response.status_code in RETRY_STATUS:
                 last = f"HTTP {response.status_code}: {_server_message(response)}"
                 continue
+            self._down_since = None
             return _json_answer(response, path)
-        raise RequestFailedError(f"{self.base_url}{path} failed after {self.retries + 1} attempts: {last}")
+        if self.outage_s > 0:
+            raise ModelServerDownError(
+                f"the model server at {self.base_url} failed every request for {self.outage_s:g} s "
+                f"(model.outage_s; last: {last})"
+            )
+        raise RequestFailedError(f"{self.base_url}{path} failed after {attempt} attempts: {last}")
+
+    def _outage_goes_on(self) -> bool:
+        """After a request's own retries: keep retrying while the outage is younger than ``outage_s``."""
+        if self.outage_s <= 0:
+            return False
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        return now - self._down_since < self.outage_s
 
     async def _served_model(self, client: httpx.AsyncClient) -> str:
         try:

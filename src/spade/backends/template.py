@@ -26,13 +26,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from spade.errors import SpadeError
 from spade.types import ChatTemplate, Completion, Message, Role, ToolSchema, TrainSample
 
 _SENTINEL_USER = "spade-sentinel-user"
 _SENTINEL = "spade-sentinel-7f3a9c"
 
 
-class TemplateError(ValueError):
+class TemplateError(SpadeError, ValueError):
     """A chat template that cannot be used for token accounting; the message says why and what to do."""
 
 

@@ -25,15 +25,17 @@ and the loopback interface must be up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from spade import stopping
 from spade.backends.embedded import resolve_model
 from spade.backends.template import HFChatTemplate
 from spade.config import ModelConfig
@@ -160,8 +162,10 @@ class VLLMPolicy:
         if valid:
             requests = [TokensPrompt(prompt_token_ids=list(prompts[i])) for i in valid]
             sampling = [self._engine_params(params, len(prompts[i]), k) for k, i in enumerate(valid)]
-            with self._lock:
+            with self._lock, _interruptible(self.llm.llm_engine):
                 results = self.llm.generate(requests, sampling, lora_request=self._lora, use_tqdm=False)
+            if stopping.requested():
+                raise RuntimeError("stopped")  # aborted requests are missing from results
             for i, result in zip(valid, results, strict=True):
                 out[i] = self._completion(result, len(prompts[i]))
         return [c for c in out if c is not None]
@@ -247,6 +251,28 @@ class VLLMPolicy:
         if self._lora is not None:
             self.llm.llm_engine.remove_lora(self._lora.lora_int_id)
             self._lora = None
+
+
+@contextlib.contextmanager
+def _interruptible(engine: Any) -> Iterator[None]:
+    """While the block runs, a stop request (spade.stopping) aborts every request between engine steps.
+
+    ``LLM.generate`` loops ``while engine.has_unfinished_requests(): engine.step()`` in the calling thread;
+    the check is wrapped so the abort happens in that same thread, never concurrently with a step.
+    """
+    original = engine.has_unfinished_requests
+
+    def check() -> bool:
+        if stopping.requested():
+            engine.abort_request(list(engine.output_processor.request_states), internal=True)
+            return False
+        return bool(original())
+
+    engine.has_unfinished_requests = check
+    try:
+        yield
+    finally:
+        del engine.has_unfinished_requests
 
 
 def merge_adapter(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:

@@ -22,8 +22,10 @@ from pathlib import Path
 
 import httpx
 
+from spade.errors import SpadeError
 
-class ServerStartError(RuntimeError):
+
+class ServerStartError(SpadeError, RuntimeError):
     """The server exited or did not become healthy in time; the message carries the end of its log."""
 
 

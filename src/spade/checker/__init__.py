@@ -11,20 +11,21 @@ from spade.checker.cli import check_files, format_report
 from spade.checker.extract import extract_code, looks_truncated
 from spade.checker.findings import (
     DEFAULT_SEVERITY,
-    STAGES,
     CheckReport,
     Finding,
     FindingCode,
     Severity,
     Stage,
 )
-from spade.checker.ladder import acheck_env, check_env
+from spade.checker.ladder import RUNGS, STAGES, Evidence, acheck_env, check_env
 from spade.checker.probes import Policy
 
 __all__ = [
     "DEFAULT_SEVERITY",
+    "RUNGS",
     "STAGES",
     "CheckReport",
+    "Evidence",
     "Finding",
     "FindingCode",
     "Policy",

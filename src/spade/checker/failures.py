@@ -7,6 +7,7 @@ from spade.checker.findings import Finding, FindingCode, Stage, finding
 
 _BY_KIND: dict[str, FindingCode] = {
     "timeout": FindingCode.TIMEOUT,
+    "stalled": FindingCode.STALLED,
     "memory": FindingCode.MEMORY,
     "forbidden": FindingCode.FORBIDDEN,
     "protocol": FindingCode.PROTOCOL,
@@ -21,8 +22,10 @@ _CRASH_BY_OP: dict[str, FindingCode] = {
     "solution": FindingCode.SOLUTION_CRASH,
 }
 _FIX: dict[FindingCode, str] = {
-    FindingCode.TIMEOUT: "a call never returned in time. Likely cause: an unbounded loop or an exponential "
+    FindingCode.TIMEOUT: "a call used up its CPU time. Likely cause: an unbounded loop or an exponential "
     "search in module code, reset or step. Fix: bound every loop and precompute with a cheap algorithm",
+    FindingCode.STALLED: "a call blocked without computing. Likely cause: waiting on a lock, a pipe or input. "
+    "Fix: environments never wait; compute the answer directly",
     FindingCode.MEMORY: "the instance ran out of memory. Likely cause: a huge list, string or recursion. "
     "Fix: keep the state small (kilobytes, not gigabytes)",
     FindingCode.FORBIDDEN: "the sandbox denied an operation (file, network, process, thread or signal). Fix: "

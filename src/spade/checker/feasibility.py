@@ -14,7 +14,8 @@ from spade.checker.episodes import Episode, rate
 from spade.checker.failures import first_failure
 from spade.checker.findings import Finding, FindingCode, finding
 from spade.checker.probes import Policy
-from spade.config import CheckerConfig
+from spade.config import CheckerConfig, WinRule
+from spade.envs.official import PLAN_MARKER
 
 _TAGGED = re.compile(r"<tool_call>.*?</tool_call>|<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
 _ANSWER = re.compile(r"^\s*<answer>(.*?)</answer>\s*$", re.DOTALL | re.IGNORECASE)
@@ -40,10 +41,14 @@ def solution_actions(solution: list[str] | str) -> tuple[list[str], bool]:
 
     A list is a script. A string is a script when it holds ``<tool_call>``/``<answer>`` tags or
     ``\\boxed{}`` actions (each one is played in order); a short single line is played as one action but
-    counts as a description (it may be prose); longer text is a description and is not played.
+    counts as a description (it may be prose); longer text is a description and is not played. Prose that
+    an official tool environment bound to its instance (after :data:`~spade.envs.official.PLAN_MARKER`) is
+    played as that plan, still as a description: evidence of feasibility, not the author's script.
     """
     if isinstance(solution, list):
         return list(solution), True
+    if PLAN_MARKER in solution:
+        return _TAGGED.findall(solution.split(PLAN_MARKER, 1)[1]), False
     tagged = _TAGGED.findall(solution)
     if tagged:
         return tagged, True
@@ -99,7 +104,11 @@ def _all_boxed(text: str) -> list[str]:
 
 
 def feasibility_findings(
-    solved: Sequence[Episode], explicit: bool, hinted: Sequence[Episode], cfg: CheckerConfig
+    solved: Sequence[Episode],
+    explicit: bool,
+    hinted: Sequence[Episode],
+    cfg: CheckerConfig,
+    rule: WinRule = WinRule(),  # noqa: B008 - frozen, so one shared default is safe
 ) -> tuple[list[Finding], dict[str, float]]:
     """SOLUTION_FAILS / SOLUTION_PARTIAL for scripts, INFEASIBLE for hinted play, NO_SOLUTION when neither."""
     failed = first_failure([*solved, *hinted], "feasibility")
@@ -107,42 +116,52 @@ def feasibility_findings(
     if failed:
         return failed, {}
     played = [e for e in solved if e.steps]
-    wins = [e.won(cfg.success_threshold, cfg.return_mode) for e in played]
+    wins = [e.won(rule.success_threshold, rule.return_mode) for e in played]
     stats: dict[str, float] = {}
     if played:
         stats["solution_win_rate"] = rate(wins)
     if hinted:
-        stats["policy_win_rate"] = rate([e.won(cfg.success_threshold, cfg.return_mode) for e in hinted])
+        stats["policy_win_rate"] = rate([e.won(rule.success_threshold, rule.return_mode) for e in hinted])
     if played and explicit:
         if not any(wins):
-            return [_solution_fails(played, cfg)], stats
+            return [_solution_fails(played, rule)], stats
         if not all(wins):
             lost = [e.seed for e, w in zip(played, wins, strict=True) if not w]
             msg = f"solution() won {sum(wins)} of {len(wins)} tested seeds (lost on seeds {lost})."
             return [finding(FindingCode.SOLUTION_PARTIAL, "feasibility", msg)], stats
         return [], stats
+    if played and any(wins):
+        return [_prose(played, "playing the plan read from it won")], stats
     if hinted:
         if stats["policy_win_rate"] > 0:
-            return [], stats
+            return ([_prose(played, "the hint-following policy won")] if played else []), stats
         msg = (
             f"the hint-following policy won none of {len(hinted)} episodes. Likely cause: the goal is "
             "unreachable or the action format is unclear. Fix: check that a winning sequence exists and that "
             "the observation explains the action format."
         )
         return [finding(FindingCode.INFEASIBLE, "feasibility", msg)], stats
-    if played and any(wins):
-        return [], stats
     why = "solution() returns prose that does not win when played" if played else "there is no solution()"
     msg = f"feasibility unverified: {why}. Fix: make solution() return the list of winning actions."
     return [finding(FindingCode.NO_SOLUTION, "feasibility", msg)], stats
 
 
-def _solution_fails(played: Sequence[Episode], cfg: CheckerConfig) -> Finding:
+def _prose(played: Sequence[Episode], evidence: str) -> Finding:
+    interpreted = any(isinstance(e.solution, str) and PLAN_MARKER in e.solution for e in played)
+    how = " (names bound from the instance)" if interpreted else ""
+    msg = (
+        f"solution() is prose that cannot be played as written; feasibility rests on other evidence: "
+        f"{evidence}{how}. Fix: return the list of winning actions (<tool_call>/<answer> strings)."
+    )
+    return finding(FindingCode.SOLUTION_PROSE, "feasibility", msg)
+
+
+def _solution_fails(played: Sequence[Episode], rule: WinRule) -> Finding:
     ep = played[0]
     end = (
         "the script ran out before the episode ended"
         if not ep.ended
-        else f"it ended with return {ep.episode_return(cfg.return_mode):g}"
+        else f"it ended with return {ep.episode_return(rule.return_mode):g}"
         + (" (truncated)" if not ep.terminated else "")
     )
     last = ep.steps[-1].observation[:160] if ep.steps else ""
@@ -218,9 +237,9 @@ def copy_policy(slot: LeakSlot) -> Policy:
     return act
 
 
-def leak_findings(slot: LeakSlot, copied: Episode, cfg: CheckerConfig) -> list[Finding]:
+def leak_findings(slot: LeakSlot, copied: Episode, rule: WinRule) -> list[Finding]:
     """ANSWER_LEAK when copying the slot's text won an unseen instance."""
-    if not copied.won(cfg.success_threshold, cfg.return_mode):
+    if not copied.won(rule.success_threshold, rule.return_mode):
         return []
     msg = (
         f"the first observation prints the winning answer: on seed {slot.seed} the answer {slot.answer!r} "
@@ -230,20 +249,26 @@ def leak_findings(slot: LeakSlot, copied: Episode, cfg: CheckerConfig) -> list[F
     return [finding(FindingCode.ANSWER_LEAK, "exploit", msg)]
 
 
-def unconfirmed(groups: dict[str, list[Episode]], cfg: CheckerConfig) -> list[tuple[str, Episode]]:
+def unconfirmed(
+    groups: dict[str, list[Episode]],
+    cfg: CheckerConfig,
+    rule: WinRule = WinRule(),  # noqa: B008 - frozen, so one shared default is safe
+) -> list[tuple[str, Episode]]:
     """Probe groups over the win-rate limit on fewer than ``cfg.exploit_min_wins`` wins, each with a winning
     episode: one lucky win among a few episodes is not yet evidence, so the caller replays that policy."""
     out = []
     for group in ("constant", *DEGENERATE_KINDS):
         episodes = [e for e in groups.get(group, []) if e.failure is None]
-        wins = [e for e in episodes if e.won(cfg.success_threshold, cfg.return_mode)]
+        wins = [e for e in episodes if e.won(rule.success_threshold, rule.return_mode)]
         if wins and len(wins) / len(episodes) > cfg.exploit_max_success and len(wins) < cfg.exploit_min_wins:
             out.append((group, wins[0]))
     return out
 
 
 def exploit_findings(
-    groups: dict[str, list[Episode]], cfg: CheckerConfig
+    groups: dict[str, list[Episode]],
+    cfg: CheckerConfig,
+    rule: WinRule = WinRule(),  # noqa: B008 - frozen, so one shared default is safe
 ) -> tuple[list[Finding], dict[str, float]]:
     """EXPLOITABLE_* when one probe policy wins more than ``cfg.exploit_max_success`` of its episodes, and
     at least ``cfg.exploit_min_wins`` of them.
@@ -253,7 +278,7 @@ def exploit_findings(
     that always wins is not diluted by the others.
     """
     win = {
-        k: [e.won(cfg.success_threshold, cfg.return_mode) for e in v if e.failure is None]
+        k: [e.won(rule.success_threshold, rule.return_mode) for e in v if e.failure is None]
         for k, v in groups.items()
     }
     degenerate = [w for k in DEGENERATE_KINDS for w in win.get(k, [])]
@@ -268,7 +293,7 @@ def exploit_findings(
     )
     for group, code, what in checks:
         if win.get(group) and rate(win[group]) > limit and sum(win[group]) >= cfg.exploit_min_wins:
-            winner = next(e for e in groups[group] if e.won(cfg.success_threshold, cfg.return_mode))
+            winner = next(e for e in groups[group] if e.won(rule.success_threshold, rule.return_mode))
             msg = (
                 f"{what} won {sum(win[group])} of {len(win[group])} episodes (limit {limit:.0%}); e.g. "
                 f"{winner.policy} play on seed {winner.seed} won with {winner.steps[-1].action[:60]!r}. "

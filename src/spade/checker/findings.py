@@ -22,11 +22,8 @@ Stage = Literal[
     "exploit",
     "review",
 ]
-"""Rungs of the ladder, in the order they run (SPEC §5); the ladder stops after the first fatal rung."""
-
-STAGES: tuple[Stage, ...] = (
-    "parse", "static", "load", "determinism", "steps", "termination", "tools", "feasibility", "exploit",
-)  # fmt: skip
+"""Where a finding was made: a rung of the ladder (their order is ``spade.checker.ladder.STAGES``, derived
+from the rungs) or ``review``, the optional LLM review after it."""
 
 
 class FindingCode(enum.Enum):
@@ -59,7 +56,9 @@ class FindingCode(enum.Enum):
     LOAD_ERROR = "LOAD_ERROR"
     """Executing the module or constructing the class failed in the sandbox."""
     TIMEOUT = "TIMEOUT"
-    """A call ran past its wall-clock or CPU limit (infinite loop, exponential search)."""
+    """A call used up its CPU-time limit (infinite loop, exponential search); independent of machine load."""
+    STALLED = "STALLED"
+    """A call neither answered nor used up its CPU-time limit within the wall-clock backstop (it blocks)."""
     MEMORY = "MEMORY"
     """The instance exhausted its memory limit."""
     FORBIDDEN = "FORBIDDEN"
@@ -96,6 +95,8 @@ class FindingCode(enum.Enum):
     """``solution()`` raised or returned an invalid value."""
     SOLUTION_FAILS = "SOLUTION_FAILS"
     """Playing the scripted ``solution()`` did not win on any tested seed."""
+    SOLUTION_PROSE = "SOLUTION_PROSE"
+    """``solution()`` is prose, not a playable script; feasibility came from other evidence (a warning)."""
     SOLUTION_PARTIAL = "SOLUTION_PARTIAL"
     """The scripted ``solution()`` won on some tested seeds but not all."""
     INFEASIBLE = "INFEASIBLE"
@@ -121,6 +122,7 @@ DEFAULT_SEVERITY: dict[FindingCode, Severity] = dict.fromkeys(FindingCode, _FATA
     FindingCode.EMPTY_OBSERVATION: "warning",
     FindingCode.NO_SOLUTION: "warning",
     FindingCode.SOLUTION_PARTIAL: "warning",
+    FindingCode.SOLUTION_PROSE: "warning",
     FindingCode.FIXED_SOLUTION: "warning",
 }
 """Severity of each code unless a check says otherwise (GLOBAL_RNG is a warning for official-format files)."""

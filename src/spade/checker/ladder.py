@@ -8,7 +8,7 @@ import hashlib
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from spade.checker import dynamic, feasibility, probes, tooling
 from spade.checker.episodes import Episode, Job, Prober
@@ -16,7 +16,7 @@ from spade.checker.failures import failure_finding, first_failure
 from spade.checker.findings import CheckReport, Finding, FindingCode, Stage, finding
 from spade.checker.probes import Policy, RandomActions
 from spade.checker.static import StaticInfo, check_static, parse
-from spade.config import CheckerConfig
+from spade.config import CheckerConfig, WinRule
 from spade.sandbox.api import EnvRunner
 
 _SCRIPT_CAP = 1000
@@ -24,138 +24,153 @@ _SCRIPT_CAP = 1000
 _EXPLOIT_ROTA = ("constant", "enumerate", "constant", "format", "long", "constant", "empty", "format")
 
 
-@dataclass(slots=True)
-class _Run:
-    """Everything one check learns as it climbs the ladder."""
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every rung of one check may use; fixed for the whole check."""
 
     text: str
     runner: EnvRunner
     cfg: CheckerConfig
+    rule: WinRule
     rng: random.Random
+    """Draws every seed of the check, in rung order (so a check is reproducible from its seed)."""
     policy: Policy | None
     filename: str
-    code: str = ""
-    tree: ast.Module | None = None
-    info: StaticInfo | None = None
-    prober: Prober | None = None
-    workers: int = 1
-    tool_env: bool = False
-    tool_names: list[str] = field(default_factory=list)
-    first: Episode | None = None
-    randoms: list[Episode] = field(default_factory=list)
-    idle: list[Episode] = field(default_factory=list)
-    solved: list[Episode] = field(default_factory=list)
-    stats: dict[str, float] = field(default_factory=dict)
-    pairs: list[tuple[Episode, Episode]] = field(default_factory=list)
+    workers: int
 
     def seed(self) -> int:
         return self.rng.randrange(2**31)
 
+    def won(self, ep: Episode) -> bool:
+        return ep.won(self.rule.success_threshold, self.rule.return_mode)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the rungs have learned so far. Immutable: each rung returns a new record (``replace``)."""
+
+    code: str = ""
+    tree: ast.Module | None = None
+    info: StaticInfo | None = None
+    prober: Prober | None = None
+    """Plays episodes of ``code`` (set by the parse rung once there is code)."""
+    tool_env: bool = False
+    tool_names: tuple[str, ...] = ()
+    first: Episode | None = None
+    randoms: tuple[Episode, ...] = ()
+    idle: tuple[Episode, ...] = ()
+    solved: tuple[Episode, ...] = ()
+    pairs: tuple[tuple[Episode, Episode], ...] = ()
+    stats: tuple[tuple[str, float], ...] = ()
+    """Rates and counts, in the order the rungs found them."""
+
     @property
     def play(self) -> Prober:
-        if self.prober is None:
-            self.prober = Prober(self.runner, self.code, self.filename, self.workers)
+        if self.prober is None:  # pragma: no cover - the parse rung sets it before any rung plays
+            raise RuntimeError("no prober: the parse rung has not run")
         return self.prober
 
-    def won(self, ep: Episode) -> bool:
-        return ep.won(self.cfg.success_threshold, self.cfg.return_mode)
+    def with_stats(self, stats: dict[str, float]) -> Evidence:
+        return replace(self, stats=(*self.stats, *stats.items()))
 
 
-def _parse(run: _Run) -> list[Finding]:
-    code, tree, found = parse(run.text, run.cfg)
-    run.code, run.tree = code or "", tree
-    return found
+Rung = Callable[[_Context, Evidence], tuple[list[Finding], Evidence]]
 
 
-def _static(run: _Run) -> list[Finding]:
-    if run.tree is None:  # the parse rung already reported why
-        return []
-    run.info, found = check_static(run.code, run.tree, run.cfg)
-    return found
+def _parse(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
+    code, tree, found = parse(ctx.text, ctx.cfg)
+    prober = Prober(ctx.runner, code or "", ctx.filename, ctx.workers)
+    return found, replace(ev, code=code or "", tree=tree, prober=prober)
 
 
-def _load(run: _Run) -> list[Finding]:
-    ep = run.play.play(
-        "random", run.seed(), RandomActions(random.Random(run.seed())), max_steps=run.cfg.termination_turns,
+def _static(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
+    if ev.tree is None:  # the parse rung already reported why
+        return [], ev
+    info, found = check_static(ev.code, ev.tree, ctx.cfg)
+    return found, replace(ev, info=info)
+
+
+def _load(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
+    ep = ev.play.play(
+        "random", ctx.seed(), RandomActions(random.Random(ctx.seed())), max_steps=ctx.cfg.termination_turns,
         want_tools=True,
     )  # fmt: skip
-    run.first = ep
+    ev = replace(ev, first=ep)
     if ep.failure is not None and ep.failure.op in ("load", "reset", "tools"):
-        return [failure_finding(ep, ep.failure, "load")]
-    run.randoms.append(ep)
-    run.tool_env = bool(ep.tools) or bool(ep.meta and ep.meta.is_tool_env)
-    run.tool_names = [str(t.get("function", {}).get("name", "")) for t in ep.tools]
+        return [failure_finding(ep, ep.failure, "load")], ev
+    names = tuple(str(t.get("function", {}).get("name", "")) for t in ep.tools)
+    tool_env = bool(ep.tools) or bool(ep.meta and ep.meta.is_tool_env)
+    ev = replace(ev, randoms=(*ev.randoms, ep), tool_env=tool_env, tool_names=names)
     if not ep.first_obs.strip():
         msg = "reset returned an empty observation. Fix: describe the task, the state and the action format."
-        return [finding(FindingCode.RESET_TYPE, "load", msg)]
-    return []
+        return [finding(FindingCode.RESET_TYPE, "load", msg)], ev
+    return [], ev
 
 
-def _already_failed(run: _Run) -> bool:
+def _already_failed(ev: Evidence) -> bool:
     """Random play already failed: the steps rung will report it, more probes would only repeat it (and
-    a hung instance costs a full call timeout each time)."""
-    return any(ep.failure is not None for ep in run.randoms)
+    a hung instance costs a full call limit each time)."""
+    return any(ep.failure is not None for ep in ev.randoms)
 
 
-def _determinism(run: _Run) -> list[Finding]:
-    if _already_failed(run):
-        return []
-    action_seed, cap = run.seed(), run.cfg.termination_turns
+def _determinism(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
+    if _already_failed(ev):
+        return [], ev
+    action_seed, cap = ctx.seed(), ctx.cfg.termination_turns
     jobs = []
-    for _ in range(run.cfg.determinism_seeds):
-        seed = run.seed()
+    for _ in range(ctx.cfg.determinism_seeds):
+        seed = ctx.seed()
         jobs += [
             Job(
                 "determinism",
                 seed,
-                RandomActions(random.Random(action_seed), run.tool_names),
+                RandomActions(random.Random(action_seed), list(ev.tool_names)),
                 cap,
                 peek_solution=True,
             )
             for _ in range(2)
         ]
-    played = run.play.play_all(jobs)
-    pairs = list(zip(played[::2], played[1::2], strict=True))
-    run.randoms += [a for a, _ in pairs]
-    run.pairs = pairs
-    return dynamic.determinism_findings(pairs)
+    played = ev.play.play_all(jobs)
+    pairs = tuple(zip(played[::2], played[1::2], strict=True))
+    ev = replace(ev, randoms=(*ev.randoms, *(a for a, _ in pairs)), pairs=pairs)
+    return dynamic.determinism_findings(list(pairs)), ev
 
 
-def _steps(run: _Run) -> list[Finding]:
-    if _already_failed(run):
-        return dynamic.step_findings(run.randoms, run.cfg)
+def _steps(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
+    if _already_failed(ev):
+        return dynamic.step_findings(list(ev.randoms), ctx.cfg), ev
     jobs = [
         Job(
             "random",
-            run.seed(),
-            RandomActions(random.Random(run.seed()), run.tool_names),
-            run.cfg.termination_turns,
+            ctx.seed(),
+            RandomActions(random.Random(ctx.seed()), list(ev.tool_names)),
+            ctx.cfg.termination_turns,
         )
-        for _ in range(run.cfg.probe_episodes)
+        for _ in range(ctx.cfg.probe_episodes)
     ]
-    run.randoms += run.play.play_all(jobs)
-    return dynamic.step_findings(run.randoms, run.cfg)
+    ev = replace(ev, randoms=(*ev.randoms, *ev.play.play_all(jobs)))
+    return dynamic.step_findings(list(ev.randoms), ctx.cfg), ev
 
 
-def _termination(run: _Run) -> list[Finding]:
-    nothing = run.rng.choice(("", " ", "\n"))
-    idle = run.play.play(
-        "do-nothing", run.seed(), probes.constant(nothing), max_steps=run.cfg.termination_turns
+def _termination(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
+    nothing = ctx.rng.choice(("", " ", "\n"))
+    idle = ev.play.play(
+        "do-nothing", ctx.seed(), probes.constant(nothing), max_steps=ctx.cfg.termination_turns
     )
-    run.idle.append(idle)
-    found = dynamic.step_findings([idle], run.cfg)
-    return found or dynamic.termination_findings([*run.randoms, idle], run.cfg.termination_turns)
+    ev = replace(ev, idle=(*ev.idle, idle))
+    found = dynamic.step_findings([idle], ctx.cfg)
+    return found or dynamic.termination_findings([*ev.randoms, idle], ctx.cfg.termination_turns), ev
 
 
-def _tools(run: _Run) -> list[Finding]:
-    if not run.tool_env or run.first is None:
-        return []
-    found = tooling.schema_findings(run.first.tools)
+def _tools(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
+    if not ev.tool_env or ev.first is None:
+        return [], ev
+    found = tooling.schema_findings(ev.first.tools)
     if found:
-        return found
-    bad, good = tooling.probe_calls(run.first.tools, run.rng)
-    seed = run.seed()
-    outputs, failure = run.play.call_tools(seed, bad)
+        return found, ev
+    bad, good = tooling.probe_calls(ev.first.tools, ctx.rng)
+    seed = ctx.seed()
+    outputs, failure = ev.play.call_tools(seed, bad)
     if failure is not None:
         call = bad[len(outputs)] if len(outputs) < len(bad) else ("?", {})
         msg = (
@@ -164,12 +179,14 @@ def _tools(run: _Run) -> list[Finding]:
             "presence. Fix: validate arguments and return an error message as text (agents send wrong "
             "arguments)."
         )
-        return [finding(FindingCode.TOOL_ARGS_CRASH, "tools", msg)]
-    outputs, failure = run.play.call_tools(seed, good)
+        return [finding(FindingCode.TOOL_ARGS_CRASH, "tools", msg)], ev
+    outputs, failure = ev.play.call_tools(seed, good)
     if failure is not None:
         msg = f"a well-typed tool call crashed the instance ({failure.kind}: {failure.message[:200]})."
-        return [finding(FindingCode.TOOL_ARGS_CRASH, "tools", msg + " Fix: return error text, never raise.")]
-    return tooling.mismatch_findings(good, outputs)
+        return [
+            finding(FindingCode.TOOL_ARGS_CRASH, "tools", msg + " Fix: return error text, never raise.")
+        ], ev
+    return tooling.mismatch_findings(good, outputs), ev
 
 
 def _args(args: dict[str, object]) -> str:
@@ -177,87 +194,97 @@ def _args(args: dict[str, object]) -> str:
     return text if len(text) < 80 else text[:77] + "..."
 
 
-def _feasibility(run: _Run) -> list[Finding]:
+def _feasibility(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
     def solve(solution: list[str] | str) -> list[str]:
         return feasibility.solution_actions(solution)[0]
 
-    seeds = [run.seed() for _ in range(run.cfg.feasibility_seeds)]
-    run.solved = run.play.play_all([Job("solution", s, None, _SCRIPT_CAP, solve) for s in seeds])
-    played = [e for e in run.solved if e.steps and e.solution is not None]
+    seeds = [ctx.seed() for _ in range(ctx.cfg.feasibility_seeds)]
+    solved = tuple(ev.play.play_all([Job("solution", s, None, _SCRIPT_CAP, solve) for s in seeds]))
+    played = [e for e in solved if e.steps and e.solution is not None]
     explicit = any(feasibility.solution_actions(e.solution)[1] for e in played if e.solution is not None)
+    plan_won = any(ctx.won(e) for e in played)  # a prose plan bound to the instance that won is evidence too
     hinted: list[Episode] = []
-    if run.policy is not None and not (played and explicit):
+    if ctx.policy is not None and not (played and (explicit or plan_won)):
         hinted = [
-            run.play.play("hinted", s, run.policy, max_steps=_SCRIPT_CAP) for s in seeds
+            ev.play.play("hinted", s, ctx.policy, max_steps=_SCRIPT_CAP) for s in seeds
         ]  # may be stateful
-    found, stats = feasibility.feasibility_findings(run.solved, explicit, hinted, run.cfg)
-    run.stats.update(stats)
-    return found
+    found, stats = feasibility.feasibility_findings(list(solved), explicit, hinted, ctx.cfg, ctx.rule)
+    return found, replace(ev, solved=solved).with_stats(stats)
 
 
-def _exploit(run: _Run) -> list[Finding]:
-    cfg = run.cfg
-    winners = [e for e in run.solved if run.won(e)]
+def _exploit_jobs(ctx: _Context, ev: Evidence, winners: list[Episode]) -> list[Job]:
+    cfg = ctx.cfg
     extra = [feasibility.normalised_answer(e.steps[0].action) for e in winners]
-    first_obs = run.first.first_obs if run.first else ""
-    constants = probes.constant_candidates(run.rng, first_obs, run.tool_env, list(dict.fromkeys(extra)))
+    first_obs = ev.first.first_obs if ev.first else ""
+    constants = probes.constant_candidates(ctx.rng, first_obs, ev.tool_env, list(dict.fromkeys(extra)))
     jobs: list[Job] = []
     for i in range(cfg.exploit_episodes):
         kind = _EXPLOIT_ROTA[i % len(_EXPLOIT_ROTA)]
         if kind == "constant":
             action = constants[sum(j.label.startswith("constant") for j in jobs) % len(constants)]
             jobs.append(
-                Job(f"constant {action[:30]!r}", run.seed(), probes.constant(action), cfg.termination_turns)
+                Job(f"constant {action[:30]!r}", ctx.seed(), probes.constant(action), cfg.termination_turns)
             )
         else:
-            policy = probes.degenerate(kind, random.Random(run.seed()), cfg.long_action_chars, run.tool_env)
-            jobs.append(Job(kind, run.seed(), policy, cfg.termination_turns))
+            policy = probes.degenerate(kind, random.Random(ctx.seed()), cfg.long_action_chars, ev.tool_env)
+            jobs.append(Job(kind, ctx.seed(), policy, cfg.termination_turns))
     multi = [e for e in winners if len(e.steps) > 1]
     if multi:
         script = [s.action for s in multi[0].steps]
-        jobs += [Job("replay", run.seed(), probes.scripted(script), len(script)) for _ in range(2)]
+        jobs += [Job("replay", ctx.seed(), probes.scripted(script), len(script)) for _ in range(2)]
+    return jobs
+
+
+def _exploit(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
+    cfg = ctx.cfg
+    winners = [e for e in ev.solved if ctx.won(e)]
+    jobs = _exploit_jobs(ctx, ev, winners)
     slot = feasibility.leak_slot(winners)
     if slot is not None:
-        jobs.append(Job("copy-slot", run.seed(), feasibility.copy_policy(slot), cfg.termination_turns))
-    played = run.play.play_all(jobs)
-    groups: dict[str, list[Episode]] = {"random": run.randoms, "empty": list(run.idle), "constant": []}
+        jobs.append(Job("copy-slot", ctx.seed(), feasibility.copy_policy(slot), cfg.termination_turns))
+    played = ev.play.play_all(jobs)
+    groups: dict[str, list[Episode]] = {"random": list(ev.randoms), "empty": list(ev.idle), "constant": []}
     for ep in played:
         groups.setdefault(ep.policy.split()[0], []).append(ep)
     copied = groups.pop("copy-slot", [])
-    for group, ep in _confirm(run, groups):
+    for group, ep in _confirm(ctx, ev, groups):
         groups[group].append(ep)
     played = [e for g in groups.values() for e in g]
     broken = first_failure(played, "exploit") or dynamic.reward_findings(played, cfg, "exploit")
     if broken:
-        return broken
-    found, stats = feasibility.exploit_findings(groups, cfg)
-    run.stats.update(stats)
+        return broken, ev
+    found, stats = feasibility.exploit_findings(groups, cfg, ctx.rule)
     if slot is not None and copied:
-        found += feasibility.leak_findings(slot, copied[0], cfg)
-    return found + dynamic.seed_findings([a for a, _ in run.pairs], run.solved)
+        found += feasibility.leak_findings(slot, copied[0], ctx.rule)
+    found += dynamic.seed_findings([a for a, _ in ev.pairs], list(ev.solved))
+    return found, ev.with_stats(stats)
 
 
-def _confirm(run: _Run, groups: dict[str, list[Episode]]) -> list[tuple[str, Episode]]:
+def _confirm(ctx: _Context, ev: Evidence, groups: dict[str, list[Episode]]) -> list[tuple[str, Episode]]:
     """Replay each policy that won once (a constant: the same string) on fresh seeds."""
-    cfg = run.cfg
+    cfg = ctx.cfg
     jobs: list[tuple[str, Job]] = []
-    for group, winner in feasibility.unconfirmed(groups, cfg):
+    for group, winner in feasibility.unconfirmed(groups, cfg, ctx.rule):
         for _ in range(cfg.exploit_confirm_episodes):
             if group == "constant":
                 policy = probes.constant(winner.steps[0].action)
             else:
                 policy = probes.degenerate(
-                    group, random.Random(run.seed()), cfg.long_action_chars, run.tool_env
+                    group, random.Random(ctx.seed()), cfg.long_action_chars, ev.tool_env
                 )
-            jobs.append((group, Job(winner.policy, run.seed(), policy, cfg.termination_turns)))
-    played = run.play.play_all([job for _, job in jobs])
+            jobs.append((group, Job(winner.policy, ctx.seed(), policy, cfg.termination_turns)))
+    played = ev.play.play_all([job for _, job in jobs])
     return [(group, ep) for (group, _), ep in zip(jobs, played, strict=True)]
 
 
-_RUNGS: tuple[tuple[Stage, Callable[[_Run], list[Finding]]], ...] = (
+RUNGS: tuple[tuple[Stage, Rung], ...] = (
     ("parse", _parse), ("static", _static), ("load", _load), ("determinism", _determinism), ("steps", _steps),
     ("termination", _termination), ("tools", _tools), ("feasibility", _feasibility), ("exploit", _exploit),
 )  # fmt: skip
+"""The ladder: each rung checks the evidence so far and returns its findings and the evidence it added."""
+
+STAGES: tuple[Stage, ...] = tuple(stage for stage, _ in RUNGS)
+"""The stages the ladder runs, in order (derived from :data:`RUNGS`)."""
 
 
 def check_env(
@@ -268,6 +295,7 @@ def check_env(
     seed: int | None = None,
     policy: Policy | None = None,
     filename: str = "<env>",
+    win: WinRule | None = None,
 ) -> CheckReport:
     """Run the validation ladder on ``source`` (environment code, or a model reply holding it).
 
@@ -279,6 +307,8 @@ def check_env(
         policy: optional hint-following policy ``(observation, turn) -> action`` for feasibility when the
             environment has no playable ``solution()``.
         filename: shown in error messages.
+        win: when an episode is won (pass ``cfg.play`` in a training run, so play and checker agree);
+            None: the default :class:`~spade.config.WinRule`.
 
     Returns:
         A report whose ``ok`` is False when any finding is fatal.
@@ -286,29 +316,30 @@ def check_env(
     cfg = config or CheckerConfig()
     if seed is None:
         seed = random.SystemRandom().randrange(2**63)
-    run = _Run(source, sandbox, cfg, random.Random(seed), policy, filename)
-    run.workers = cfg.parallel_episodes if sandbox.layers.get("process") else 1
+    workers = cfg.parallel_episodes if sandbox.layers.get("process") else 1
+    ctx = _Context(source, sandbox, cfg, win or WinRule(), random.Random(seed), policy, filename, workers)
+    ev = Evidence()
     findings: list[Finding] = []
     timings: dict[str, float] = {}
-    for stage, rung in _RUNGS:
+    for stage, rung in RUNGS:
         start = time.perf_counter()
-        found = rung(run)
+        found, ev = rung(ctx, ev)
         timings[stage] = time.perf_counter() - start
         findings += found
         if any(f.fatal for f in found):
             break
-    stats = dict(run.stats)
-    if run.prober is not None:
-        stats.update(episodes=float(run.prober.episodes), steps=float(run.prober.steps))
+    stats = dict(ev.stats)
+    if ev.prober is not None and ev.prober.episodes:
+        stats.update(episodes=float(ev.prober.episodes), steps=float(ev.prober.steps))
     return CheckReport(
         ok=not any(f.fatal for f in findings),
         findings=tuple(findings),
         timings_s=timings,
         stats=stats,
         seed=seed,
-        source_sha256=hashlib.sha256((run.code or source).encode()).hexdigest(),
-        is_tool_env=run.tool_env,
-        official_format=bool(run.info and run.info.official_format),
+        source_sha256=hashlib.sha256((ev.code or source).encode()).hexdigest(),
+        is_tool_env=ev.tool_env,
+        official_format=bool(ev.info and ev.info.official_format),
     )
 
 
@@ -320,8 +351,9 @@ async def acheck_env(
     seed: int | None = None,
     policy: Policy | None = None,
     filename: str = "<env>",
+    win: WinRule | None = None,
 ) -> CheckReport:
     """:func:`check_env` in a worker thread, so an event loop keeps serving other work meanwhile."""
     return await asyncio.to_thread(
-        check_env, source, sandbox, config, seed=seed, policy=policy, filename=filename
+        check_env, source, sandbox, config, seed=seed, policy=policy, filename=filename, win=win
     )

@@ -28,12 +28,13 @@ from typing import Any
 from spade.env import TextEnv, ToolEnv
 from spade.envs import official
 from spade.envs.official import OfficialEnv, ToolUseBaseEnv
+from spade.errors import SpadeError
 
 EnvFactory = Callable[[], TextEnv]
 _NUMPY_NAME = re.compile(r"\b(?:np|numpy)\b")
 
 
-class EnvLoadError(Exception):
+class EnvLoadError(SpadeError):
     """The source does not define a loadable environment; the message says what to change."""
 
 

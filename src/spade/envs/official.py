@@ -15,6 +15,7 @@ one code path. Imported inside the sandbox: standard library only.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from typing import Any
@@ -24,6 +25,14 @@ from spade.env import StepResult, ToolEnv
 
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_TAGGED_RE = re.compile(r"\s*(<tool_call>.*?</tool_call>|<answer>.*?</answer>)\s*", re.DOTALL | re.IGNORECASE)
+_PROSE_CALL_RE = re.compile(r"\b([A-Za-z_]\w*)\(((?:[^()'\"]|'[^']*'|\"[^\"]*\")*)\)")
+_PROSE_ANSWER_RE = re.compile(r"\banswer\b\s*[:=]?\s*(.+?)[\s.;]*$", re.IGNORECASE | re.DOTALL)
+
+PLAN_MARKER = "\n[spade: plan interpreted from the prose solution]\n"
+"""Separates a tool environment's prose ``solution()`` from the plan :func:`interpret_plan` bound to this
+instance (``<tool_call>``/``<answer>`` actions, one a line); the checker plays the plan as evidence of
+feasibility, not as the author's script."""
 
 
 class ToolUseBaseEnv:
@@ -184,11 +193,120 @@ class OfficialEnv(ToolEnv):
         return bool(self.inner._check_answer(answer))
 
     def solution(self) -> list[str] | str:
+        """The inner ``solution()``; a tool environment's prose also carries the plan bound to this instance.
+
+        A tool-use solution that is not already a script of ``<tool_call>``/``<answer>`` actions is prose
+        (``"create_event(review, day, hour); invite(review, dana); ..."``). It comes back as one string; when
+        :func:`interpret_plan` can bind it here, the plan follows :data:`PLAN_MARKER`.
+        """
         if not hasattr(self.inner, "solution"):
             raise NotImplementedError
         result = self.inner.solution()
-        return list(result) if isinstance(result, list | tuple) else str(result)
+        items = [str(r) for r in result] if isinstance(result, list | tuple) else None
+        if not self.is_tool_env:
+            return items if items is not None else str(result)
+        if items is not None and all(_TAGGED_RE.fullmatch(i) for i in items):
+            return items
+        prose = "; ".join(items) if items is not None else str(result)
+        plan = interpret_plan(prose, self.inner)
+        return prose + PLAN_MARKER + "\n".join(plan) if plan else prose
 
     def close(self) -> None:
         if hasattr(self.inner, "close"):
             self.inner.close()
+
+
+# -- prose solutions ---------------------------------------------------------------------------------------
+
+
+def interpret_plan(text: str, env: Any) -> list[str]:
+    """Bind a prose tool-use plan to ``env``'s instance; [] when it names no tool of the environment.
+
+    Every ``tool(arg, ...)`` whose name is one of ``env._tools`` becomes a ``<tool_call>``: positional
+    arguments take the schema's parameter order, literals stay literals, and a bare name is bound from the
+    instance (:func:`plan_namespace`); a name bound nowhere is taken as the word itself (prose writes
+    ``invite(review, dana)``). Multi-turn files end with ``<answer>done</answer>``; single-task files with the
+    ``answer X`` the prose gives (X bound the same way), if any. Runs inside the instance, after ``reset``.
+    """
+    tools = getattr(env, "_tools", None)
+    if not isinstance(tools, dict):
+        return []
+    names = plan_namespace(env)
+    actions = []
+    for match in _PROSE_CALL_RE.finditer(text):
+        spec = tools.get(match.group(1))
+        if isinstance(spec, dict):
+            args = _bind_arguments(match.group(2), spec, names)
+            if args is not None:
+                actions.append(
+                    "<tool_call>" + json.dumps({"name": match.group(1), "arguments": args}) + "</tool_call>"
+                )
+    if not actions:
+        return []
+    if getattr(env, "_user_messages", None):
+        return [*actions, "<answer>done</answer>"]
+    answer = _PROSE_ANSWER_RE.search(text.rsplit(")", maxsplit=1)[-1])
+    if answer:
+        value = names.get(answer.group(1), answer.group(1))
+        actions.append(f"<answer>{value}</answer>")
+    return actions
+
+
+def plan_namespace(env: Any) -> dict[str, Any]:
+    """Names a prose plan may use: ``_state`` keys, then instance attributes, then the variables the
+    ``_message_criteria`` closures captured in ``reset`` (the most specific, so they win)."""
+    names: dict[str, Any] = {}
+    state = getattr(env, "_state", None)
+    if isinstance(state, dict):
+        names.update({k: v for k, v in state.items() if isinstance(k, str)})
+    names.update({k: v for k, v in vars(env).items() if not k.startswith("__")})
+    for criterion in getattr(env, "_message_criteria", None) or []:
+        code, cells = getattr(criterion, "__code__", None), getattr(criterion, "__closure__", None) or ()
+        for name, cell in zip(getattr(code, "co_freevars", ()), cells, strict=False):
+            try:
+                names[name] = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+    return names
+
+
+def _bind_arguments(text: str, spec: dict[str, Any], names: dict[str, Any]) -> dict[str, Any] | None:
+    params = list((spec.get("parameters") or {}).get("properties") or {})
+    try:
+        call = ast.parse(f"f({text})", mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(call, ast.Call) or len(call.args) > len(params):
+        return None
+    args: dict[str, Any] = {}
+    pairs = [*zip(params, call.args, strict=False), *((k.arg, k.value) for k in call.keywords if k.arg)]
+    for param, node in pairs:
+        value = _bind_value(node, names)
+        if value is _UNBOUND:
+            return None
+        args[param] = value
+    return args
+
+
+_UNBOUND = object()
+
+
+def _bind_value(node: ast.expr, names: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Name):
+        return _json_safe(names.get(node.id, node.id))
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return _json_safe(names.get(node.attr, _UNBOUND))
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return _UNBOUND
+
+
+def _json_safe(value: Any) -> Any:
+    if value is _UNBOUND or isinstance(value, str | int | float | bool) or value is None:
+        return value
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return _UNBOUND
+    return value

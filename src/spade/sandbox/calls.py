@@ -1,5 +1,11 @@
 """The child's side of the protocol: one environment instance answering requests.
 
+Each request runs under a CPU-time limit of the instance's own user-mode time (``ITIMER_VIRTUAL``; its
+SIGVTALRM keeps the default action, so the process ends and the harness reports ``timeout``). User time is
+what the environment computes; it does not grow with machine load, and the kernel's page-fault work of a
+memory bomb (system time) does not count, so which limit a design hits first does not depend on the machine's
+state.
+
 Request: ``{"id": n, "op": name, "args": {...}}``. Reply: ``{"id": n, "ok": true, "value": v}`` or
 ``{"id": n, "ok": false, "kind": k, "error": message}``. Values are checked here with the harness's own
 validators only to give precise messages early; the harness validates again and trusts nothing from here.
@@ -11,10 +17,12 @@ import errno
 import json
 import traceback
 from collections.abc import Callable
+from signal import ITIMER_VIRTUAL, setitimer  # bound before guard.install() replaces signal.setitimer
 from typing import Any
 
 from spade.env import TextEnv, ToolEnv
 from spade.envs.loader import EnvLoadError, load_env_factory
+from spade.errors import SpadeError
 from spade.sandbox import guard, validate
 from spade.sandbox.errors import ErrorKind
 from spade.sandbox.limits import Limits
@@ -22,7 +30,7 @@ from spade.sandbox.limits import Limits
 _MAX_MESSAGE = 2000
 
 
-class _CallError(Exception):
+class _CallError(SpadeError):
     def __init__(self, kind: ErrorKind, message: str, detail: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.kind: ErrorKind = kind
@@ -54,7 +62,16 @@ class Session:
         }
 
     def answer(self, request: dict[str, Any]) -> bytes:
-        """Run one request and encode its reply line."""
+        """Run one request under its CPU-time limit and encode its reply line."""
+        name = request.get("op", "")
+        limit = self.limits.load_timeout_s if name == "load" else self.limits.call_timeout_s
+        setitimer(ITIMER_VIRTUAL, limit)  # SIGVTALRM (default action: terminate) past the limit
+        try:
+            return self._answer(request)
+        finally:
+            setitimer(ITIMER_VIRTUAL, 0)
+
+    def _answer(self, request: dict[str, Any]) -> bytes:
         rid = request.get("id")
         op = self._ops.get(request.get("op", ""))
         try:

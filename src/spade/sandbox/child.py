@@ -54,6 +54,7 @@ def harden(sock_fd: int, plan: ChildPlan, uid: int | None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-size write fails with EFBIG instead of killing
+    signal.signal(signal.SIGVTALRM, signal.SIG_DFL)  # the per-call CPU-time limit (calls.Session) kills
     for fd in (0, 1, 2):
         os.dup2(plan.devnull, fd)
     if sock_fd != SOCK_FD:

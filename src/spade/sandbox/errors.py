@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-ErrorKind = Literal["timeout", "memory", "crash", "load_error", "protocol", "invalid_value", "forbidden"]
+from spade.errors import SpadeError
+
+ErrorKind = Literal[
+    "timeout", "stalled", "memory", "crash", "load_error", "protocol", "invalid_value", "forbidden"
+]
 """Why an instance failed.
 
-``timeout``: a call ran past its wall-clock limit or the instance used up its CPU seconds.
+``timeout``: a call used up its CPU-time limit (``Limits.call_timeout_s`` / ``load_timeout_s``) or the
+instance used up its lifetime CPU seconds. Measured in CPU time, so it does not depend on machine load.
+``stalled``: a call neither answered nor used up its CPU-time limit within ``Limits.stall_timeout_s`` of
+wall-clock time (it blocked, or the machine is starved), or no instance slot came free within
+``Limits.slot_wait_s``. The only verdict that depends on wall time, hence reported apart.
 ``memory``: the instance ran out of its address-space limit.
 ``crash``: the environment raised, exited (``sys.exit``, ``os._exit``) or died on a signal
 (e.g. a C stack overflow).
@@ -21,7 +29,7 @@ signals).
 ERROR_KINDS: frozenset[str] = frozenset(get_args(ErrorKind))
 
 
-class SandboxError(Exception):
+class SandboxError(SpadeError):
     """An environment instance failed; ``kind`` says how and the message says what to change.
 
     After a SandboxError the instance is dead: every later call on its handle raises again.

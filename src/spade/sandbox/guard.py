@@ -4,15 +4,22 @@ The system-call filter is what enforces the rules; these hooks fire first for th
 (``socket``, ``subprocess``, ``os.fork``, ``open(..., "w")``, ``threading``, ``ctypes``), raise a
 ``PermissionError`` that says what is not allowed, and record the attempt so the child reports ``forbidden``
 even when the environment swallows the exception. Audit hooks cannot be removed from Python code.
+
+Two more replacements keep verdicts independent of wall time: ``time.sleep`` returns at once (waiting is never
+part of an environment's logic, and a sleeping call would otherwise end only at the wall-clock backstop), and
+changing signal handlers or interval timers is refused (so the per-call CPU-time limit cannot be disarmed).
 """
 
 from __future__ import annotations
 
 import _thread
+import importlib
 import os
+import signal
 import sys
 import threading
-from typing import Any
+import time
+from typing import Any, SupportsIndex
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _WRITE_MODES = frozenset("wax+")
@@ -93,11 +100,30 @@ def _no_threads(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError("the sandbox does not allow threads")
 
 
+def _no_signal_changes(*args: Any, **kwargs: Any) -> Any:
+    violations.append("signal handlers or timers (signals)")
+    raise PermissionError("the sandbox does not allow changing signal handlers or timers")
+
+
+def _no_wait(seconds: float | SupportsIndex) -> None:
+    """``time.sleep`` inside an instance: checks its argument like the original, then returns at once."""
+    if float(seconds) < 0:
+        raise ValueError("sleep length must be non-negative")
+
+
+_SIGNAL_CALLS = ("signal", "setitimer", "alarm", "siginterrupt", "pthread_sigmask", "sigwait", "pause")
+
+
 def install() -> None:
-    """Install the audit hook and the thread tripwire (once per child, before any untrusted code)."""
+    """Install the audit hook and the tripwires (once per child, before any untrusted code)."""
     sys.addaudithook(_hook)
     _thread.start_new_thread = _no_threads
     threading._start_new_thread = _no_threads  # type: ignore[attr-defined]
+    time.sleep = _no_wait
+    for module in (signal, importlib.import_module("_signal")):
+        for name in _SIGNAL_CALLS:
+            if hasattr(module, name):
+                setattr(module, name, _no_signal_changes)
 
 
 def take() -> list[str]:

@@ -1,4 +1,7 @@
-"""The harness side of one instance: requests with ids, wall-clock deadlines, size caps and validation.
+"""The harness side of one instance: requests with ids, a wall-clock backstop, size caps and validation.
+
+The limit of a call is enforced in the instance in CPU time (:mod:`spade.sandbox.calls`); the harness only
+adds a generous wall-clock backstop (``Limits.stall_timeout_s``) reported as ``stalled``.
 
 A handle is single-use and single-threaded: one call at a time. Any failure (timeout, EOF, oversized or
 malformed reply, id mismatch, an error reported by the child, a value that fails validation) kills the
@@ -19,6 +22,7 @@ from types import TracebackType
 from typing import Any, NoReturn, Self, TypeVar
 
 from spade.env import StepResult
+from spade.errors import SpadeError
 from spade.sandbox import replies, validate
 from spade.sandbox.api import EnvMeta
 from spade.sandbox.errors import ErrorKind, SandboxError
@@ -32,7 +36,7 @@ _READ = 1 << 16
 _EOF_GRACE_S = 0.5
 
 
-class _StopError(Exception):
+class _StopError(SpadeError):
     def __init__(self, kind: ErrorKind | None, message: str) -> None:
         super().__init__(message)
         self.kind = kind  # None: the instance hung up (EOF); its exit status decides the kind
@@ -154,13 +158,13 @@ class EnvHandle:
     def load(self, source: str, filename: str, max_turns: int | None) -> None:
         """Load the source in the instance (done once by ``Sandbox.open``)."""
         args = {"source": source, "filename": filename, "max_turns": max_turns}
-        value = self._call("load", args, self.limits.load_timeout_s)
+        value = self._call("load", args)
         self.meta = self._valid("load", lambda: replies.meta(value))
 
     async def aload(self, source: str, filename: str, max_turns: int | None) -> None:
         """Async :meth:`load`."""
         args = {"source": source, "filename": filename, "max_turns": max_turns}
-        value = await self._acall("load", args, self.limits.load_timeout_s)
+        value = await self._acall("load", args)
         self.meta = self._valid("load", lambda: replies.meta(value))
 
     def _begin(self, op: str, args: dict[str, Any]) -> tuple[int, bytes]:
@@ -173,9 +177,9 @@ class EnvHandle:
         rid = next(self._ids)
         return rid, json.dumps({"id": rid, "op": op, "args": args}).encode() + b"\n"
 
-    def _call(self, op: str, args: dict[str, Any], timeout: float | None = None) -> Any:
+    def _call(self, op: str, args: dict[str, Any]) -> Any:
         rid, data = self._begin(op, args)
-        timeout = timeout or self.limits.call_timeout_s
+        timeout = self.limits.stall_timeout_s
         deadline = time.monotonic() + timeout
         self._busy = True
         try:
@@ -188,16 +192,16 @@ class EnvHandle:
                 self._sock.settimeout(remaining)
                 self._feed(self._sock.recv(_READ))
         except TimeoutError:
-            self._fail("timeout", _timeout_message(op, timeout), op)
+            self._fail("stalled", _stall_message(op, timeout), op)
         except (_StopError, OSError) as exc:
             self._stopped(exc, op)
         finally:
             self._busy = False
         return self._decode(line, rid, op)
 
-    async def _acall(self, op: str, args: dict[str, Any], timeout: float | None = None) -> Any:
+    async def _acall(self, op: str, args: dict[str, Any]) -> Any:
         rid, data = self._begin(op, args)
-        timeout = timeout or self.limits.call_timeout_s
+        timeout = self.limits.stall_timeout_s
         loop = asyncio.get_running_loop()
         self._busy = True
         try:
@@ -207,7 +211,7 @@ class EnvHandle:
                 while (line := self._take_line()) is None:
                     self._feed(await loop.sock_recv(self._sock, _READ))
         except TimeoutError:
-            await asyncio.to_thread(self._fail_quietly, "timeout", _timeout_message(op, timeout), op)
+            await asyncio.to_thread(self._fail_quietly, "stalled", _stall_message(op, timeout), op)
             raise self._failure_error() from None
         except (_StopError, OSError) as exc:
             await asyncio.to_thread(self._stopped_quietly, exc, op)
@@ -298,10 +302,11 @@ class EnvHandle:
         return copy.copy(failure)  # a fresh exception object per raise (tracebacks do not pile up)
 
 
-def _timeout_message(op: str, timeout: float) -> str:
+def _stall_message(op: str, timeout: float) -> str:
     return (
-        f"{op} did not answer within {timeout:g} s (wall-clock limit); the environment probably loops "
-        "forever or sleeps: make every loop end, or raise Limits.call_timeout_s / load_timeout_s"
+        f"{op} neither answered nor used up its CPU-time limit within {timeout:g} s of wall-clock time "
+        "(Limits.stall_timeout_s): the environment blocks (a lock, a pipe, a wait), or the machine is starved; "
+        "environments must never wait"
     )
 
 

@@ -89,14 +89,14 @@ class Sandbox:
     def open(self, source: str, *, filename: str = "<env>", max_turns: int | None = None) -> EnvHandle:
         """Load ``source`` in a fresh instance and return its handle (SandboxError on any failure)."""
         _check_source(source, filename, max_turns, self.limits)
-        handle = self._spawn(self.limits.load_timeout_s)
+        handle = self._spawn(self.limits.slot_wait_s)
         handle.load(source, filename, max_turns)
         return handle
 
     async def aopen(self, source: str, *, filename: str = "<env>", max_turns: int | None = None) -> EnvHandle:
         """Async :meth:`open` (waiting for a slot and forking happen off the event loop)."""
         _check_source(source, filename, max_turns, self.limits)
-        handle = await asyncio.to_thread(self._spawn, self.limits.load_timeout_s)
+        handle = await asyncio.to_thread(self._spawn, self.limits.slot_wait_s)
         await handle.aload(source, filename, max_turns)
         return handle
 
@@ -116,9 +116,9 @@ class Sandbox:
         self._reap_abandoned()
         if not self._slots.acquire(timeout=wait_s):
             raise SandboxError(
-                "timeout",
+                "stalled",
                 f"no free instance slot within {wait_s:g} s: {self.limits.max_live_instances} instances are "
-                "alive (Limits.max_live_instances); close handles you no longer need",
+                "alive (Limits.max_live_instances, Limits.slot_wait_s); close handles you no longer need",
                 op="open",
             )
         released = threading.Event()

@@ -18,11 +18,19 @@ class Limits:
     address_space_mb: int = 1024
     """RLIMIT_AS of an instance process, in MiB (a memory bomb gets MemoryError, reported as ``memory``)."""
     cpu_seconds: int = 60
-    """RLIMIT_CPU of an instance over its whole life (load and every call), in seconds."""
+    """RLIMIT_CPU of an instance over its whole life (load and every call, user plus system time), in seconds."""
     call_timeout_s: float = 10.0
-    """Wall-clock limit of one call (reset, step, tools, call_tool, solution); past it the instance dies."""
+    """CPU-time limit of one call (reset, step, tools, call_tool, solution), in seconds of the instance's own
+    user-mode CPU time; past it the instance dies with kind ``timeout``. Measured in CPU time, not wall time,
+    so the verdict does not depend on machine load (and page-fault work of a memory bomb, which is system
+    time, cannot turn a ``memory`` verdict into a ``timeout``)."""
     load_timeout_s: float = 10.0
-    """Wall-clock limit of loading the source and building the instance (module code plus ``__init__``)."""
+    """CPU-time limit (user mode, as ``call_timeout_s``) of loading the source and building the instance."""
+    stall_timeout_s: float = 120.0
+    """Wall-clock backstop of one call: a call that has neither
+    answered nor used up its CPU-time limit after this long (it blocks on a lock or a pipe, or the machine is
+    starved) ends the instance with kind ``stalled``, reported apart from ``timeout`` because it depends on
+    load. ``time.sleep`` returns at once inside an instance, so sleeping never stalls."""
     open_files: int = 32
     """RLIMIT_NOFILE of an instance."""
     file_size_bytes: int = 0
@@ -44,7 +52,9 @@ class Limits:
     reward_max: float = 10.0
     """Largest reward accepted from one step."""
     max_live_instances: int = 64
-    """Most instances alive at once; ``open`` waits up to ``load_timeout_s`` for a free slot."""
+    """Most instances alive at once; ``open`` waits up to ``slot_wait_s`` for a free slot."""
+    slot_wait_s: float = 120.0
+    """Wall-clock wait of ``open`` for a free instance slot; past it ``open`` fails with kind ``stalled``."""
     bubblewrap: LayerMode = "auto"
     """Run the zygote inside bubblewrap (read-only root, private /tmp, hidden home, pid/net/ipc namespace)."""
     seccomp: LayerMode = "auto"
@@ -75,6 +85,10 @@ def _problems(lim: Limits) -> list[str]:
         (lim.cpu_seconds >= 1, "cpu_seconds must be >= 1"),
         (lim.call_timeout_s > 0, "call_timeout_s must be > 0"),
         (lim.load_timeout_s > 0, "load_timeout_s must be > 0"),
+        (
+            lim.stall_timeout_s >= max(lim.call_timeout_s, lim.load_timeout_s),
+            "stall_timeout_s (wall clock) must be >= call_timeout_s and load_timeout_s (CPU time): raise it",
+        ),
         (lim.zygote_timeout_s > 0, "zygote_timeout_s must be > 0"),
         (lim.open_files >= 8, "open_files must be >= 8"),
         (lim.file_size_bytes >= 0, "file_size_bytes must be >= 0"),
@@ -87,6 +101,7 @@ def _problems(lim: Limits) -> list[str]:
         (math.isfinite(lim.reward_min) and math.isfinite(lim.reward_max), "reward_min/max must be finite"),
         (lim.reward_min <= lim.reward_max, "reward_min must be <= reward_max"),
         (lim.max_live_instances >= 1, "max_live_instances must be >= 1"),
+        (lim.slot_wait_s > 0, "slot_wait_s must be > 0"),
         (lim.bubblewrap in ("auto", "on", "off"), "bubblewrap must be 'auto', 'on' or 'off'"),
         (lim.seccomp in ("auto", "on", "off"), "seccomp must be 'auto', 'on' or 'off'"),
         (

@@ -90,6 +90,16 @@ def explain_exit(ended: dict[str, Any], op: str, limits: Limits) -> tuple[ErrorK
             f"the instance closed its connection during {op} but kept running (it was killed); environments "
             "must not touch the sandbox's file descriptors"
         )
+    if sig == signal.SIGVTALRM:
+        limit, name = (
+            (limits.load_timeout_s, "load_timeout_s")
+            if op == "load"
+            else (limits.call_timeout_s, "call_timeout_s")
+        )
+        return "timeout", (
+            f"{op} used more than {limit:g} s of CPU time (Limits.{name}); look for loops that never end or an "
+            "exponential search"
+        )
     if sig in (signal.SIGXCPU, signal.SIGKILL):
         return "timeout", (
             f"the instance used up its CPU time (Limits.cpu_seconds={limits.cpu_seconds}) or was killed by "

@@ -17,6 +17,8 @@ import errno
 import os
 from typing import Any
 
+from spade.errors import SpadeError
+
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
@@ -57,7 +59,7 @@ DENIED: tuple[str, ...] = (
 _WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
 
 
-class SeccompUnavailableError(Exception):
+class SeccompUnavailableError(SpadeError):
     """libseccomp (or the pyseccomp binding) is missing or refused the filter."""
 
 

@@ -63,7 +63,7 @@ class CountdownEnv(TextEnv):
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         count, top, ops, (low, high), turns = LEVELS[self.difficulty]
-        self.max_turns = turns
+        self.max_turns = self.turn_budget(turns)
         self.memo: dict[tuple[int, ...], Move | None] = {}
         while True:
             numbers = [self.rng.randint(1, top) for _ in range(count)]

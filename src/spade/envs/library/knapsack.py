@@ -70,7 +70,7 @@ class KnapsackEnv(TextEnv):
             if self._interesting():
                 break
         self.packed: set[int] = set()
-        self.max_turns = len(self.best_set) + 1 + spare
+        self.max_turns = self.turn_budget(len(self.best_set) + 1 + spare)
         return self._observe("New bag.", this_turn=0), {"difficulty": self.difficulty}
 
     def _optimum(self) -> tuple[int, tuple[int, ...]]:

@@ -75,7 +75,8 @@ class SeatingEnv(TextEnv):
     max_turns = 8  # the largest budget of any level; reset sets this instance's budget
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        n, self.max_turns = LEVELS[self.difficulty]
+        n, budget = LEVELS[self.difficulty]
+        self.max_turns = self.turn_budget(budget)
         people = self.rng.sample(NAMES, n)
         self.people = sorted(people)
         self.answer: Seats = tuple(people)

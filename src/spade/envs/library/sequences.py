@@ -128,7 +128,7 @@ class SequencesEnv(TextEnv):
         self.terms = rule(self.rng, shown + ASKED)
         self.shown = shown
         self.known = shown
-        self.max_turns = ASKED + spare
+        self.max_turns = self.turn_budget(ASKED + spare)
         return self._observe("New sequence.", this_turn=0), {"difficulty": self.difficulty}
 
     def _render(self, term: int) -> str:

@@ -69,7 +69,7 @@ class SokobanEnv(TextEnv):
                 break
         self.size = size
         self.start = (self.player, self.box)
-        self.max_turns = len(path) + spare
+        self.max_turns = self.turn_budget(len(path) + spare)
         return self._observe("New room.", this_turn=0), {"difficulty": self.difficulty}
 
     def _random_room(self, size: int, walls: int) -> set[Cell]:

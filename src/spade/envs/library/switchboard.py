@@ -104,7 +104,7 @@ class SwitchboardEnv(TextEnv):
             budget = len(self.solution()) + spare
             if wanted and budget <= SwitchboardEnv.max_turns:
                 break
-        self.max_turns = budget
+        self.max_turns = self.turn_budget(budget)
         self.config = self.start
         self.seen: list[Config] = [self.config]
         self.solved: dict[int, Rule] = {}

@@ -14,6 +14,9 @@ not modules of this package: read them with :func:`read_fixture`, never import t
   expects a ``$``-formatted amount.
 * ``tool_calendar_multiturn.py``: the multi-turn ``_user_messages`` / ``_message_criteria`` / ``_current_msg``
   protocol, imports ``ToolUseBaseEnv`` from ``tool_use_base_env``.
+* ``tool_review_prose.py``: multi-turn tool use whose ``solution()`` is prose with positional arguments named
+  after variables bound only in ``reset`` (``"create_event(review, day, hour); invite(review, dana); ..."``):
+  not executable as written, accepted through the plan bound to the instance (a SOLUTION_PROSE warning).
 """
 
 from __future__ import annotations

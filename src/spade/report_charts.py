@@ -1,0 +1,174 @@
+"""The charts of ``spade report``: matplotlib figures of a run's metrics, rendered to inline SVG.
+
+Each builder takes the metrics rows (one dict per step, as in ``metrics.jsonl``) and returns a
+:class:`Chart`, or None when the run logged none of the metrics it draws (e.g. no ``eval/*`` scores).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Rows = Sequence[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """One rendered chart."""
+
+    key: str
+    """Short identifier (the figure's ``data-chart`` attribute)."""
+    title: str
+    svg: str
+    """A complete ``<svg>`` element."""
+
+
+def _series(rows: Rows, key: str) -> tuple[list[int], list[float]]:
+    pts = [(int(r["step"]), float(r[key])) for r in rows if isinstance(r.get(key), int | float)]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def _keys(rows: Rows, prefix: str) -> list[str]:
+    return sorted({k for r in rows for k in r if k.startswith(prefix)})
+
+
+def _figure() -> tuple[Any, Any]:
+    import matplotlib as mpl  # noqa: PLC0415 - heavy; only the report needs it
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(5.6, 3.0), dpi=100)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.set_xlabel("step")
+    return fig, ax
+
+
+def _legend(ax: Any) -> None:
+    """Below the plot, so it never hides data."""
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.24), ncol=3, frameon=False)
+
+
+def _svg(fig: Any) -> str:
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    buf = io.StringIO()
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "spade"}):
+        fig.tight_layout()
+        fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg") :]
+
+
+def _lines(key: str, title: str, rows: Rows, keys: Sequence[str], ylabel: str = "") -> Chart | None:
+    present = [k for k in keys if _series(rows, k)[0]]
+    if not present:
+        return None
+    fig, ax = _figure()
+    for k in present:
+        x, y = _series(rows, k)
+        ax.plot(x, y, marker="o", markersize=3, label=k)
+    ax.set_ylabel(ylabel)
+    _legend(ax)
+    return Chart(key, title, _svg(fig))
+
+
+def validity(rows: Rows) -> Chart | None:
+    """Designs per regeneration: accepted and rejected by reason (stacked bars)."""
+    design = [r for r in rows if isinstance(r.get("designer/envs"), int | float)]
+    if not design:
+        return None
+    reasons = _keys(design, "designer/rejected/")
+    fig, ax = _figure()
+    steps = [int(r["step"]) for r in design]
+    bottom = [
+        float(round(float(r.get("designer/valid_rate", 0.0)) * float(r["designer/envs"]))) for r in design
+    ]
+    ax.bar(steps, bottom, label="valid", color="#2a9d8f")
+    for k in reasons:
+        counts = [float(r.get(k, 0.0)) for r in design]
+        ax.bar(steps, counts, bottom=bottom, label=k.removeprefix("designer/rejected/"))
+        bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
+    ax.set_ylabel("designs")
+    _legend(ax)
+    return Chart("validity", "Design validity by reason", _svg(fig))
+
+
+def regret(rows: Rows) -> Chart | None:
+    """Mean regret of credited designs, with its standard error as error bars when logged."""
+    x, y = _series(rows, "designer/regret_mean")
+    if not x:
+        return None
+    se = {int(r["step"]): float(r["designer/regret_se"]) for r in rows if "designer/regret_se" in r}
+    fig, ax = _figure()
+    yerr = [se.get(s, 0.0) for s in x] if se else None
+    ax.errorbar(x, y, yerr=yerr, marker="o", markersize=3, capsize=3, label="designer/regret_mean")
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_ylabel("regret (with hint − without)")
+    _legend(ax)
+    return Chart("regret", "Hint-based regret" + (" ± SE" if se else ""), _svg(fig))
+
+
+def time_per_phase(rows: Rows) -> Chart | None:
+    """Seconds per phase and step (stacked)."""
+    phases = [k for k in ("time/design_s", "time/check_s", "time/play_s", "time/update_s") if _keys(rows, k)]
+    if not phases:
+        return None
+    fig, ax = _figure()
+    steps = [int(r["step"]) for r in rows]
+    bottom = [0.0] * len(rows)
+    for k in phases:
+        values = [float(r.get(k, 0.0)) for r in rows]
+        ax.bar(steps, values, bottom=bottom, label=k.removeprefix("time/"))
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.set_ylabel("seconds")
+    _legend(ax)
+    return Chart("time", "Time per phase", _svg(fig))
+
+
+_LINE_CHARTS: tuple[tuple[str, str, Callable[[Rows], list[str]], str], ...] = (
+    (
+        "win",
+        "Win rate with and without hint",
+        lambda r: ["agent/win_rate", "agent/win_rate_hint"],
+        "win rate",
+    ),
+    ("returns", "Returns and designer reward", lambda r: ["agent/return_mean", "designer/reward_mean"], ""),
+    ("loss", "Losses", lambda r: _keys(r, "loss/"), "loss"),
+    ("eval", "Evaluation scores", lambda r: _keys(r, "eval/"), "score"),
+    ("speed", "Tokens per second", lambda r: _keys(r, "speed/"), "tokens/s"),
+    (
+        "mem",
+        "Process memory",
+        lambda r: [k for k in _keys(r, "") if re.search(r"mem_mb|rss|gpu_mem", k)],
+        "MB",
+    ),
+    ("archive", "Environment archive", lambda r: _keys(r, "memory/"), "environments"),
+)
+
+
+def all_charts(rows: Rows) -> list[Chart]:
+    """Every chart the run has data for, in reading order."""
+    out = [validity(rows)]
+    for key, title, keys, ylabel in _LINE_CHARTS[:2]:
+        out.append(_lines(key, title, rows, keys(rows), ylabel))
+    out.append(regret(rows))
+    for key, title, keys, ylabel in _LINE_CHARTS[2:4]:
+        out.append(_lines(key, title, rows, keys(rows), ylabel))
+    out.append(time_per_phase(rows))
+    for key, title, keys, ylabel in _LINE_CHARTS[4:]:
+        out.append(_lines(key, title, rows, keys(rows), ylabel))
+    return [Chart(c.key, c.title, _scope(c.svg, c.key)) for c in out if c is not None]
+
+
+def _scope(svg: str, key: str) -> str:
+    """Prefix the SVG's element ids with the chart key: many inline SVGs share one page (one id space)."""
+    svg = re.sub(r'\bid="', f'id="{key}-', svg)
+    svg = svg.replace("url(#", f"url(#{key}-")
+    return re.sub(r'href="#', f'href="#{key}-', svg)

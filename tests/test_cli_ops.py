@@ -1,0 +1,128 @@
+"""Small but visible parts of the command line and the docs: version, envs, turn budgets, help, glossary."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import spade
+from spade import envs
+
+ROOT = Path(__file__).parents[1]
+GAMES_WITH_LEVEL_BUDGETS = ["countdown", "knapsack", "seating", "sequences", "sokoban", "switchboard"]
+
+
+def spade_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "spade.cli", *args], input=stdin, capture_output=True,
+                          text=True, timeout=300, check=False)  # fmt: skip
+
+
+def test_version() -> None:
+    out = spade_cli("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"spade {spade.__version__}"
+
+
+def test_envs_has_a_header_and_refuses_an_unknown_setting() -> None:
+    out = spade_cli("envs")
+    assert out.stdout.splitlines()[0].split() == ["NAME", "SETTING", "SKILL", "DESCRIPTION"]
+    games = spade_cli("envs", "--setting", "games")
+    assert games.returncode == 0
+    assert len(games.stdout.splitlines()) == 1 + sum(envs.spec(n).setting == "games" for n in envs.names())
+    bad = spade_cli("envs", "--setting", "bogus")
+    assert bad.returncode == 2
+    assert "unknown setting 'bogus'" in bad.stderr
+    assert "games, tool_use" in bad.stderr
+
+
+@pytest.mark.parametrize("name", GAMES_WITH_LEVEL_BUDGETS)
+def test_max_turns_override_is_honoured_by_environments_with_level_budgets(name: str) -> None:
+    env = envs.make(name, max_turns=2)
+    for seed in range(3):
+        env.reset(seed=seed)
+        assert env.max_turns == 2
+        ended = False
+        for _ in range(2):
+            _, _, terminated, truncated, _ = env.step("\\boxed{nonsense}")
+            ended = terminated or truncated
+            if ended:
+                break
+        assert ended, f"{name} seed {seed}: still going after 2 turns"
+    assert envs.make(name).max_turns == type(env).max_turns  # without an override: the class bound
+
+
+def test_play_max_turns_from_the_command_line() -> None:
+    out = spade_cli("play", "sokoban", "--max-turns", "2", "--seed", "1", stdin="up\nup\nup\nup\n")
+    assert out.returncode == 0, out.stderr
+    assert "Turns left: 2" in out.stdout
+    assert "Out of turns (2)." in out.stdout
+    assert "--- turn 3 ---" not in out.stdout
+
+
+def test_every_train_option_is_described_and_preset_resume_are_listed() -> None:
+    out = subprocess.run([sys.executable, "-m", "spade.cli", "train", "--help"], capture_output=True,
+                         text=True, timeout=120, check=False, env={**os.environ, "COLUMNS": "100"})  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    raw = out.stdout.splitlines()
+    lines = [ln.strip("│ ").rstrip() for ln in raw]
+    options = [i for i, ln in enumerate(raw) if ln.startswith("│ --")]  # descriptions are indented further
+    assert len(options) > 100
+    undescribed = [lines[i].split()[0] for i in options if lines[i + 1].startswith(("(default", "--"))]
+    assert not undescribed, undescribed
+    names = {lines[i].split()[0].rstrip(",") for i in options}
+    assert {
+        "--preset",
+        "--resume",
+        "--overwrite",
+        "--steps",
+        "--trainer.lr",
+        "--rollout.plays-per-env",
+    } <= names
+
+
+def test_readme_stands_on_its_own() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "../shared" not in readme
+    links = re.findall(r"\]\(([^)#]+)\)", readme)
+    local = [link for link in links if not link.startswith(("http://", "https://"))]
+    assert {"docs/architecture.md", "docs/running.md", "docs/metrics.md"} <= set(local)
+    for link in local:
+        assert (ROOT / link).exists(), link
+    assert "tensorboard" in readme.lower()
+    for doc in (ROOT / "docs").glob("*.md"):
+        assert "../shared" not in doc.read_text(), doc
+
+
+def test_metrics_glossary_covers_every_logged_metric(tmp_path: Path) -> None:
+    from spade.config import (  # noqa: PLC0415
+        CheckerConfig,
+        DesignerConfig,
+        ModelConfig,
+        PlayConfig,
+        RewardConfig,
+        RolloutConfig,
+        TrainConfig,
+    )  # fmt: skip
+    from spade.train import train  # noqa: PLC0415
+
+    cfg = TrainConfig(
+        name="g", runs_dir=tmp_path, steps=2,
+        model=ModelConfig(backend="scripted", scripted_behaviour="mixed"),
+        play=PlayConfig(action_mode="boxed", max_turns=6, turn_tokens=256, context_tokens=16384),
+        designer=DesignerConfig(envs_per_regen=4, regen_interval=2, skills_per_regen=2, max_tokens=4096),
+        rollout=RolloutConfig(plays_per_env=2, hint_plays_per_env=2), reward=RewardConfig(variant="regret"),
+        checker=CheckerConfig(probe_episodes=2, exploit_episodes=2),
+    )  # fmt: skip
+    rows = train(cfg).read_metrics()
+    glossary = (ROOT / "docs" / "metrics.md").read_text()
+    documented = set(re.findall(r"`([a-z_]+(?:/[A-Za-z_<>]+)*)`", glossary))
+    families = {d.split("<")[0] for d in documented if "<" in d}
+    missing = sorted(
+        {key for row in rows for key in row if key not in documented and not key.startswith(tuple(families))}
+    )
+    assert not missing, f"add these to docs/metrics.md: {missing}"

@@ -1,0 +1,234 @@
+"""Operating a run through `spade train` as a user would: stop, fail, refuse, resume, extend.
+
+Each test drives the real command in a subprocess. The signal tests use the real hf backend (the case that
+used to hang: generation runs in worker threads); the others use the scripted backend, which exercises the
+same run-directory and CLI code in seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from spade.backends.openai_server import ModelServerDownError, OpenAIPolicy
+from spade.backends.vllm_server import free_port
+from spade.rundir import RunDir
+from spade.types import SamplingParams
+
+SCRIPTED = [
+    "--model.backend", "scripted", "--steps", "2", "--play.action-mode", "boxed", "--play.max-turns", "6",
+    "--play.turn-tokens", "256", "--play.context-tokens", "16384", "--designer.envs-per-regen", "2",
+    "--designer.regen-interval", "2", "--designer.max-tokens", "4096", "--rollout.plays-per-env", "2",
+    "--rollout.hint-plays-per-env", "2", "--reward.variant", "regret", "--checker.probe-episodes", "2",
+    "--checker.exploit-episodes", "2", "--corpus.no-enabled",
+]  # fmt: skip
+
+
+def spade(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spade.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# -- 1. SIGINT / SIGTERM stop a real-model run within seconds, resumably ------------------------------------
+
+
+def _lines(stream: object) -> queue.Queue[str]:
+    out: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            out.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_a_real_model_run_cleanly_and_names_the_resume_command(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    cmd = [sys.executable, "-m", "spade.cli", "train", "--preset", "cpu-tiny", "--runs-dir", str(tmp_path),
+           "--name", "sig", "--designer.max-tokens", "4000", "--model.max-context", "8192"]  # fmt: skip
+    # A long grace period: the process must stop by itself, not by the watchdog that ends it after grace_s.
+    env = {**os.environ, "SPADE_STOP_GRACE_S": "600"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = _lines(proc.stdout)
+        while "step 0: design" not in lines.get(timeout=300):
+            pass
+        time.sleep(1.0)  # well inside generation of a 4000-token design
+        proc.send_signal(sig)
+        code = proc.wait(timeout=120)  # a hang guard: the old code generated on for minutes
+    finally:
+        proc.kill()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert code == 128 + sig, err
+    assert f"stopped by {sig.name}" in err
+    assert "ending now" not in err  # stopped cleanly, not by the watchdog
+    assert f"continue with: spade train --resume {tmp_path / 'sig'}" in err
+    run = RunDir(tmp_path / "sig")
+    assert run.load_config().name == "sig"  # resumable: config kept, no lock held
+    assert run.resume_point().step == 0
+    with run.lock():
+        pass
+
+
+# -- 2. a dead model server is refused at start; an outage mid-run stops the run ---------------------------
+
+
+def test_dead_server_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    out = spade("train", "--model.backend", "openai", "--model.base-url", url, "--steps", "1",
+                "--runs-dir", str(tmp_path), "--name", "dead")  # fmt: skip
+    assert out.returncode == 2
+    assert f"no model server answers at {url}" in one_line(out.stderr)
+    assert not (tmp_path / "dead").exists()
+
+
+@contextmanager
+def standin(mode: str, arg: float) -> Iterator[str]:
+    port = free_port()
+    script = Path(__file__).with_name("openai_standin.py")
+    process = subprocess.Popen([sys.executable, str(script), str(port), mode, str(arg)])
+    try:
+        for _ in range(400):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+@pytest.mark.timeout(120)
+def test_server_dying_mid_run_is_an_outage_not_error_completions() -> None:
+    params = SamplingParams(max_tokens=4, seed=0)
+    with standin("die", 2) as url:
+        policy = OpenAIPolicy(url, model="m", timeout_s=2.0, retries=1, backoff_s=0.05, backoff_max_s=0.2,
+                              outage_s=1.5)  # fmt: skip
+
+        async def run() -> None:
+            ok = await policy.sample([[1, 2], [3, 4]], params)  # the server answers two requests
+            assert [c.finish_reason for c in ok] == ["stop", "stop"]
+            with pytest.raises(ModelServerDownError, match=r"failed every request for 1\.5 s"):
+                await policy.sample([[5, 6]], params)  # then dies: retried for outage_s, then raised
+            await policy.aclose()
+
+        asyncio.run(run())
+
+
+# -- 3. setup errors: one line, before any run directory exists ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--corpus.enabled", "--corpus.path", "/nonexistent/corpus.jsonl"], "corpus path /nonexistent"),
+        (["--mode", "fixed_pool", "--pool", "/nonexistent/pool"], "pool folder /nonexistent/pool"),
+        (["--model.backend", "hf", "--model.model", "/nonexistent/model"], "--model.model: cannot resolve"),
+    ],
+)
+def test_bad_paths_are_one_line_and_leave_no_run(tmp_path: Path, flags: list[str], message: str) -> None:
+    out = spade("train", *SCRIPTED, *flags, "--runs-dir", str(tmp_path), "--name", "bad")
+    assert out.returncode == 2
+    assert message in one_line(out.stderr)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_runs_dir_that_is_a_file_or_read_only(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    out = spade("train", *SCRIPTED, "--runs-dir", str(tmp_path / "file"))
+    assert out.returncode == 2
+    assert "is a file, not a folder" in one_line(out.stderr)
+    if os.geteuid() == 0:
+        return  # root writes anywhere
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o555)
+    out = spade("train", *SCRIPTED, "--runs-dir", str(ro / "runs"))
+    assert out.returncode == 2
+    assert "cannot write in" in one_line(out.stderr)
+
+
+def test_a_run_failing_during_setup_leaves_nothing_behind(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")  # resolves as a model folder, fails to load
+    out = spade("train", *SCRIPTED, "--model.backend", "hf", "--model.model", str(model),
+                "--runs-dir", str(tmp_path), "--name", "broken")  # fmt: skip
+    assert out.returncode != 0
+    assert not (tmp_path / "broken").exists()
+
+
+def test_resume_of_nothing_creates_nothing(tmp_path: Path) -> None:
+    out = spade("train", "--resume", str(tmp_path / "none"))
+    assert out.returncode == 2
+    assert "not a run directory" in one_line(out.stderr)
+    assert not (tmp_path / "none").exists()
+
+
+# -- 4-6. a finished run: refuse, lock, extend, survive damage -------------------------------------------------
+
+
+def test_resume_lock_extend_damage_and_overwrite(tmp_path: Path) -> None:
+    base = [*SCRIPTED, "--runs-dir", str(tmp_path), "--name", "r"]
+    first = spade("train", *base)
+    assert first.returncode == 0, first.stderr
+    run = RunDir(tmp_path / "r")
+    assert [r["step"] for r in run.read_metrics()] == [0, 1]
+
+    again = spade("train", *base)  # never replaced without asking
+    assert again.returncode == 2
+    assert "--overwrite" in one_line(again.stderr)
+
+    with run.lock():  # 5. a live owner: a second process may not drive the run
+        locked = spade("train", "--resume", str(run.root), "--steps", "3")
+    assert locked.returncode == 2
+    assert f"being driven by process {os.getpid()}" in one_line(locked.stderr)
+    assert [r["step"] for r in run.read_metrics()] == [0, 1]
+
+    done = spade("train", "--resume", str(run.root))  # 6. says where it is and how to extend
+    assert done.returncode == 0, done.stderr
+    assert f"resuming {run.root} at step 2 of 2 (checkpoint step_2)" in done.stdout
+    assert "--steps N" in done.stdout
+
+    (run.checkpoints / "LATEST").write_text("\x00garbage")  # 4. damaged pointer
+    text = run.metrics_path.read_text()
+    run.metrics_path.write_text(text[:-10])  # 6. the last metrics line is cut
+    extended = spade("train", "--resume", str(run.root), "--steps", "3")
+    assert extended.returncode == 0, extended.stderr
+    assert "LATEST is damaged" in extended.stdout
+    assert "no complete row for step 1 (a cut line)" in extended.stdout
+    assert "at step 1 of 3" in extended.stdout
+    assert [r["step"] for r in run.read_metrics()] == [0, 1, 2]
+    assert run.load_config().steps == 3
+
+    over = spade("train", *base, "--steps", "1", "--overwrite")
+    assert over.returncode == 0, over.stderr
+    assert [r["step"] for r in run.read_metrics()] == [0]

@@ -1,0 +1,124 @@
+"""`spade runs` (status of each run) and `spade play --solver model` (the trained policy plays)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scripted_run import tiny_run
+from spade.cli import main
+from spade.config import ModelConfig, TrainConfig, to_json
+from spade.rundir import RunDir
+from spade.runs import STALE_MIN_S, list_runs, run_info
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("runs")
+    tiny_run(folder, "done", steps=4)
+    return folder
+
+
+def _copy(runs: Path, tmp_path: Path, name: str, keep_steps: int | None = None) -> Path:
+    dst = tmp_path / name
+    shutil.copytree(runs / "done", dst)
+    if keep_steps is not None:
+        RunDir(dst).truncate_metrics(keep_steps)
+    return dst
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_status_of_finished_running_failed_and_stopped_runs(runs: Path, tmp_path: Path) -> None:
+    _copy(runs, tmp_path, "finished")
+    live = _copy(runs, tmp_path, "live", keep_steps=1)
+    (live / "run.lock").write_text(f"{os.getpid()}\n")
+    crashed = _copy(runs, tmp_path, "crashed", keep_steps=1)
+    (crashed / "run.lock").write_text(f"{_dead_pid()}\n")
+    released = _copy(runs, tmp_path, "released", keep_steps=1)  # wrote just now, but let go of its lock
+    (released / "run.lock").write_text("")
+    stopped = _copy(runs, tmp_path, "stopped", keep_steps=1)
+    old = time.time() - 2 * STALE_MIN_S
+    for p in stopped.rglob("*"):
+        os.utime(p, (old, old))
+    recent = _copy(runs, tmp_path, "recent", keep_steps=1)  # no lock, wrote just now
+    (recent / "run.lock").unlink(missing_ok=True)
+    (tmp_path / "broken" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    (tmp_path / "model").mkdir()  # a model folder has a config.json too: not a run
+    (tmp_path / "model" / "config.json").write_text("{}")
+    got = {i.name: i for i in list_runs(tmp_path)}
+    assert {n: i.status for n, i in got.items()} == {
+        "finished": "finished", "live": "running", "crashed": "failed", "stopped": "stopped",
+        "recent": "running", "released": "stopped", "broken": "unreadable",
+    }  # fmt: skip
+    assert got["live"].pid == os.getpid()
+    assert (got["finished"].steps_done, got["finished"].steps_total) == (4, 4)
+    assert got["stopped"].steps_done == 1
+    assert got["stopped"].age_s > STALE_MIN_S
+    assert "agent/win_rate" in got["finished"].last
+    assert run_info(recent).age_s < STALE_MIN_S
+
+
+def test_cli_runs_table_and_json(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runs", str(runs)]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split()[:5] == ["RUN", "STATUS", "STEP", "MODE", "AGE"]
+    assert row.split()[:4] == ["done", "finished", "4/4", "selfplay"]
+    assert main(["runs", str(runs), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["status"] == "finished"
+    assert data["path"] == str(runs / "done")
+    assert main(["runs", str(runs / "nowhere")]) == 0
+    assert "no runs under" in capsys.readouterr().err
+
+
+def test_model_solver_plays_with_the_runs_policy(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["play", "countdown", "--solver", "model", "--run", str(runs / "done"), "--seed", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "with the trained weights" in out
+    assert "--- turn 0 ---" in out
+    assert "model> " in out
+    assert "action: " in out
+    assert "Episode " in out
+    assert main(["play", "countdown", "--solver", "model"]) == 2
+    assert "--run" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_model_solver_with_a_real_model_and_trained_weights(
+    tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], one_torch_thread: None
+) -> None:
+    """The real path: the run's hf model, LoRA weights written by the torch trainer, a sandboxed episode."""
+    from spade.backends.trainer import TorchTrainer  # noqa: PLC0415
+    from spade.config import PlayConfig, TrainerConfig  # noqa: PLC0415
+
+    cfg = TrainConfig(
+        name="hf", runs_dir=tmp_path, steps=1,
+        model=ModelConfig(backend="hf", model=str(tiny_dir), device="cpu"),
+        play=PlayConfig(max_turns=2, turn_tokens=8, context_tokens=2048, action_mode="lenient"),
+        trainer=TrainerConfig(lora_rank=4),
+    )  # fmt: skip
+    run = RunDir(cfg.run_dir)
+    run.root.mkdir(parents=True)
+    run.config_path.write_text(to_json(cfg))
+    TorchTrainer.from_config(cfg).export_weights(run.root / "policy")
+    code = main(["play", "countdown", "--solver", "model", "--run", str(run.root), "--seed", "2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Policy: hf" in out
+    assert "with the trained weights" in out
+    assert out.count("model> ") >= 1
+    assert "Episode " in out
