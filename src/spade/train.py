@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from spade import credit as cr
-from spade import resources, stopping
+from spade import distributed, resources, stopping
 from spade import rewards as rw
 from spade.config import TrainConfig
 from spade.credit import EnvStats, PendingCredit
@@ -90,7 +90,11 @@ def train(
         spade.stopping.Interrupted: a stop was requested (SIGINT/SIGTERM); the run is resumable.
         spade.rundir.RunLockedError: another process drives the run.
         spade.rundir.RunStateError: the run directory cannot be continued as it is (message: the way out).
+
+    Under ``accelerate launch`` rank 0 runs the loop and the other ranks only train (:mod:`spade.distributed`).
     """
+    if distributed.is_follower():
+        return distributed.follow_run(cfg, resume=resume)
     say = progress or (lambda _: None)
     return asyncio.run(stopping.run_until_stopped(_train(cfg, resume, say, overwrite, steps)))
 
@@ -156,6 +160,8 @@ async def _loop(cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, 
             progress(_summary(cfg, row, eta_s=float(np.mean(step_times)) * (cfg.steps - state.step)))
     finally:
         board.close()
+        if isinstance(c.trainer, distributed.LeaderTrainer):
+            c.trainer.stop()
 
 
 def _fresh(cfg: TrainConfig, c: Components) -> LoopState:

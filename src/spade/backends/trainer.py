@@ -14,12 +14,17 @@ a step is a single optimiser step, the "old" policy of the PPO ratio is the trai
 Reference model for the KL penalty: only built when ``kl_coef > 0``; with LoRA it is the same base with the
 adapters disabled (no copy), in full fine-tuning a frozen copy of the initial weights.
 
-Multi-GPU (designed in, tested single-process): with ``use_accelerate=True`` the model and optimiser go
-through ``accelerate.Accelerator.prepare`` (DDP / FSDP / DeepSpeed as set up by ``accelerate launch``);
+Multi-process (``accelerate launch``, see :mod:`spade.distributed` and docs/scaling.md): with
+``use_accelerate=True`` the model and optimiser go through ``accelerate.Accelerator.prepare`` (DDP / FSDP /
+DeepSpeed as set up by the launch config; ``device="cpu"`` gives gloo on CPU);
 each process takes every ``world``-th sample, the loss-token count is all-reduced so the token mean is
 global (losses are scaled by ``world`` because DDP averages gradients), backward runs through
 ``accelerator.backward`` under ``no_sync`` for all but the last micro-batch, and clipping uses
-``accelerator.clip_grad_norm_``.
+``accelerator.clip_grad_norm_``. Export and checkpoints are collective (every rank calls them; rank 0
+writes): they hold full, unwrapped tensors keyed by parameter name and an optimiser state keyed by parameter
+name (``torch.distributed.checkpoint.state_dict``), so a checkpoint written by N processes loads in M.
+Under DeepSpeed the checkpoint keeps the gathered weights but not the optimiser moments (not built: a resume
+restarts them), and loading one into a DeepSpeed run is refused.
 
 The trainer shares nothing mutable with a Policy: it writes weights with ``export_weights`` and the Policy
 loads them.
@@ -30,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import datetime
 import random
 import resource
 import time
@@ -44,12 +50,16 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from spade.backends.embedded import resolve_model
 from spade.backends.hf import DTYPES, pick_device
 from spade.config import ModelConfig, TrainConfig, TrainerConfig
+from spade.distributed import full_state, load_full_state
 from spade.grpo import ClipConfig, LossParts, grpo_loss_parts, token_logprobs
 from spade.types import TrainSample
 
 STATE_FILE = "trainer_state.pt"
 WEIGHTS_DIR = "weights"
-STATE_FORMAT = 1
+FOLLOWER_WAIT_HOURS = 24
+"""Collective timeout of multi-process launches: how long follower ranks wait for rank 0's next call."""
+STATE_FORMAT = 2
+"""2: optimiser state keyed by parameter name (world-size independent); 1 (still read): keyed by index."""
 
 
 def pack_micro_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
@@ -84,7 +94,7 @@ class TorchTrainer:
         self.cfg = cfg
         self.clip = ClipConfig(cfg.clip_low, cfg.clip_high)
         self.model_dir = resolve_model(model.model)
-        self.accelerator = _make_accelerator() if use_accelerate else None
+        self.accelerator = _make_accelerator(cpu=model.device == "cpu") if use_accelerate else None
         self.device = self.accelerator.device if self.accelerator is not None else pick_device(model.device)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         base: Any = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=DTYPES[model.dtype])
@@ -94,6 +104,8 @@ class TorchTrainer:
             torch.manual_seed(seed)
             self.model = self._wrap_lora(base) if self.lora else base
         self.reference = self._make_reference(base)
+        # Names and full shapes before any wrapping: checkpoints are keyed by these on every world size.
+        self.trainable_shapes = {n: p.shape for n, p in self.model.named_parameters() if p.requires_grad}
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             params, lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay, foreach=False
@@ -105,9 +117,9 @@ class TorchTrainer:
         self.step = 0
 
     @classmethod
-    def from_config(cls, cfg: TrainConfig) -> TorchTrainer:
+    def from_config(cls, cfg: TrainConfig, *, use_accelerate: bool = False) -> TorchTrainer:
         """The trainer of a run: ``cfg.trainer`` on ``cfg.model``, seeded with ``cfg.seed``."""
-        return cls(cfg.trainer, cfg.model, seed=cfg.seed)
+        return cls(cfg.trainer, cfg.model, seed=cfg.seed, use_accelerate=use_accelerate)
 
     # -- setup -----------------------------------------------------------------------------------------------
 
@@ -181,50 +193,77 @@ class TorchTrainer:
         return metrics
 
     def export_weights(self, path: Path) -> Path:
-        """Write the adapter (LoRA) or the full model + tokenizer (full fine-tuning) to ``path``."""
+        """Write the adapter (LoRA) or the full model + tokenizer (full fine-tuning) to ``path``.
+
+        Collective in a multi-process launch (sharded weights are gathered); only rank 0 writes.
+        """
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
         model = self._unwrapped()
-        model.save_pretrained(path)
-        if not self.lora:
+        if self.accelerator is None:
+            path.mkdir(parents=True, exist_ok=True)
+            model.save_pretrained(path)
+        else:
+            state = self.accelerator.get_state_dict(self.model)  # gathers FSDP / ZeRO-3 shards
+            if self.accelerator.is_main_process:
+                path.mkdir(parents=True, exist_ok=True)
+                model.save_pretrained(path, state_dict=state)
+        if not self.lora and self._is_main():
             self.tokenizer.save_pretrained(path)
+        self._barrier()
         return path
 
     def save(self, path: Path) -> None:
-        """Checkpoint: exported weights (``weights/``), trainable tensors, optimiser, RNG states, step."""
+        """Checkpoint: exported weights (``weights/``), trainable tensors, optimiser, RNG states, step.
+
+        Tensors are full and keyed by parameter name whatever the world size; collective like export.
+        """
         path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
         self.export_weights(path / WEIGHTS_DIR)
-        state = {
-            "format": STATE_FORMAT,
-            "step": self.step,
-            "trainable": {n: p.detach().cpu().clone() for n, p in self._trainable()},
-            "optimizer": self.optimizer.state_dict(),
-            "rng": _rng_state(),
-        }
-        torch.save(state, path / STATE_FILE)
+        trainable, optimizer = full_state(
+            self.model,
+            self._inner_optimizer(),
+            set(self.trainable_shapes),
+            self.accelerator,
+            self._deepspeed(),
+        )
+        if self._is_main():
+            state = {
+                "format": STATE_FORMAT,
+                "step": self.step,
+                "trainable": trainable,
+                "optimizer": optimizer,
+                "rng": _rng_state(),
+            }
+            torch.save(state, path / STATE_FILE)
+        self._barrier()
 
     def load(self, path: Path) -> None:
-        """Restore a checkpoint written by :meth:`save` (same model and trainer configuration)."""
+        """Restore a checkpoint written by :meth:`save` (same model and trainer configuration, any world size)."""
         file = Path(path) / STATE_FILE
         if not file.is_file():
             raise FileNotFoundError(f"{file} not found: pass a folder written by TorchTrainer.save")
         state = torch.load(file, map_location="cpu", weights_only=True)
-        if state.get("format") != STATE_FORMAT:
+        if state.get("format") not in (1, STATE_FORMAT):
             raise ValueError(f"{file} has checkpoint format {state.get('format')}, expected {STATE_FORMAT}")
-        trainable = dict(self._trainable())
         saved = state["trainable"]
-        missing = set(trainable) ^ set(saved)
-        missing |= {n for n in set(trainable) & set(saved) if trainable[n].shape != saved[n].shape}
-        if missing:
+        differ = set(self.trainable_shapes) ^ set(saved)
+        differ |= {
+            n for n in set(self.trainable_shapes) & set(saved) if self.trainable_shapes[n] != saved[n].shape
+        }
+        if differ:
             raise ValueError(
                 f"checkpoint {file} does not match this model/LoRA setup (differing tensors, e.g. "
-                f"{sorted(missing)[:3]}); load it with the configuration it was saved with"
+                f"{sorted(differ)[:3]}); load it with the configuration it was saved with"
             )
-        with torch.no_grad():
-            for name, tensor in state["trainable"].items():
-                trainable[name].copy_(tensor)
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self._deepspeed():
+            raise ValueError(
+                f"resuming {file} under DeepSpeed is not built; resume with configs/accelerate/fsdp.yaml, "
+                "ddp.yaml or one process (the checkpoint is world-size independent)"
+            )
+        if state["format"] == 1:
+            self._load_v1(saved, state["optimizer"])
+        else:
+            load_full_state(self.model, self._inner_optimizer(), saved, state["optimizer"])
         _set_rng_state(state["rng"])
         self.step = int(state["step"])
 
@@ -296,6 +335,29 @@ class TorchTrainer:
     def _trainable(self) -> Iterator[tuple[str, torch.nn.Parameter]]:
         return ((n, p) for n, p in self._unwrapped().named_parameters() if p.requires_grad)
 
+    def _is_main(self) -> bool:
+        return self.accelerator is None or bool(self.accelerator.is_main_process)
+
+    def _barrier(self) -> None:
+        if self.accelerator is not None:
+            self.accelerator.wait_for_everyone()
+
+    def _deepspeed(self) -> bool:
+        return self.accelerator is not None and self.accelerator.distributed_type == "DEEPSPEED"
+
+    def _inner_optimizer(self) -> torch.optim.Optimizer:
+        inner: torch.optim.Optimizer = getattr(
+            self.optimizer, "optimizer", self.optimizer
+        )  # AcceleratedOptimizer
+        return inner
+
+    def _load_v1(self, trainable: dict[str, torch.Tensor], optimizer: dict[str, Any]) -> None:
+        params = dict(self._trainable())
+        with torch.no_grad():
+            for name, tensor in trainable.items():
+                params[name].copy_(tensor)
+        self.optimizer.load_state_dict(optimizer)
+
     def _world(self) -> tuple[int, int]:
         if self.accelerator is None:
             return 1, 0
@@ -320,10 +382,14 @@ class TorchTrainer:
         )  # Linux: KiB; the process peak so far
 
 
-def _make_accelerator() -> Any:
-    from accelerate import Accelerator  # noqa: PLC0415 -- only for multi-process launches
+def _make_accelerator(*, cpu: bool) -> Any:
+    # accelerate imports deepspeed itself, and only when the launch config asks for it.
+    from accelerate import Accelerator, InitProcessGroupKwargs  # noqa: PLC0415 -- multi-process launches
 
-    return Accelerator()
+    # Follower ranks wait in a broadcast while rank 0 designs and plays (minutes to hours per step); the
+    # default collective timeout (10-30 min) would kill them. A crashed rank still ends the launch at once.
+    timeout = InitProcessGroupKwargs(timeout=datetime.timedelta(hours=FOLLOWER_WAIT_HOURS))
+    return Accelerator(cpu=cpu, kwargs_handlers=[timeout])
 
 
 def _loss_tokens(sample: TrainSample) -> int:

@@ -1,0 +1,182 @@
+"""Multi-process training under ``accelerate launch``: rank 0 runs the loop, every other rank only trains.
+
+``accelerate launch --config_file configs/accelerate/ddp.yaml -m spade.cli train ...`` starts one process
+per device. Rank 0 runs :func:`spade.train.train` as in a single-process run (design, play, archive, run
+directory, policy); its trainer is a :class:`LeaderTrainer`, which broadcasts each trainer call (update,
+export, save, load) to the other ranks before making it itself. The other ranks run :func:`follow`: they
+build the same trainer and execute the calls they receive, so every collective (gradient all-reduce,
+FSDP/ZeRO gathers for export and checkpoints) has all ranks present. Each rank trains on every
+``world``-th sample of the step (see :mod:`spade.backends.trainer`).
+
+Nothing here runs unless the process was started by a distributed launcher (``WORLD_SIZE`` > 1).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from spade.errors import SpadeError
+from spade.types import TrainSample
+
+if TYPE_CHECKING:
+    from spade.backends.trainer import TorchTrainer
+    from spade.config import TrainConfig
+    from spade.rundir import RunDir
+
+Op = Literal["step", "export", "save", "load", "stop"]
+
+
+class DistributedError(SpadeError):
+    """A multi-process launch that cannot work as configured."""
+
+
+def world_size() -> int:
+    """Processes in this launch (``WORLD_SIZE`` set by ``accelerate launch`` / ``torchrun``; 1 otherwise)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank() -> int:
+    """This process's global rank (0 when not launched distributed)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def launched() -> bool:
+    """True inside a multi-process launch."""
+    return world_size() > 1
+
+
+def is_follower() -> bool:
+    """True on ranks other than 0 of a multi-process launch: they only train."""
+    return launched() and rank() != 0
+
+
+def full_state(
+    model: Any, optimizer: Any, names: set[str], accelerator: Any, deepspeed: bool
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The tensors ``names`` in full and the optimiser state keyed by parameter name, on rank 0.
+
+    Collective (every rank calls it; the others get partial dicts). Works on a plain module, DDP and FSDP
+    through ``torch.distributed.checkpoint.state_dict``; under DeepSpeed only the gathered weights (the
+    optimiser state is ``None``).
+    """
+    from torch.distributed.checkpoint.state_dict import (  # noqa: PLC0415
+        StateDictOptions,
+        get_state_dict,
+    )
+
+    if deepspeed:
+        weights = accelerator.get_state_dict(model)
+        return {n: t.detach().cpu().float() for n, t in weights.items() if n in names}, None
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    states: tuple[dict[str, Any], dict[str, Any]] = get_state_dict(model, optimizer, options=options)
+    model_sd, optim_sd = states
+    return {n: t.detach().cpu().clone() for n, t in model_sd.items() if n in names}, dict(optim_sd)
+
+
+def load_full_state(
+    model: Any, optimizer: Any, trainable: dict[str, Any], optimizer_state: dict[str, Any] | None
+) -> None:
+    """Load what :func:`full_state` returned into this rank's (possibly wrapped) model and optimiser."""
+    from torch.distributed.checkpoint.state_dict import (  # noqa: PLC0415
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, strict=False)
+    set_model_state_dict(model, trainable, options=options)
+    if optimizer_state is not None:  # None: written under DeepSpeed, the moments restart
+        set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
+
+
+def _broadcast(op: Op | None, arg: Any = None) -> tuple[Op, Any]:
+    """Rank 0 sends ``(op, arg)``; every rank returns it (followers pass ``None``)."""
+    import torch.distributed as dist  # noqa: PLC0415 -- only in multi-process launches
+
+    box: list[Any] = [(op, arg)]
+    dist.broadcast_object_list(box, src=0)
+    sent: tuple[Op, Any] = box[0]
+    return sent
+
+
+class LeaderTrainer:
+    """Rank 0's :class:`~spade.types.Trainer`: each call is first broadcast to the follower ranks.
+
+    Args:
+        inner: this rank's trainer, built with ``use_accelerate=True``.
+    """
+
+    def __init__(self, inner: TorchTrainer) -> None:
+        self.inner = inner
+        self.stopped = False
+
+    def train_step(self, samples: Sequence[TrainSample]) -> dict[str, float]:
+        """One synchronous update on all ranks (each takes its share of ``samples``)."""
+        _broadcast("step", list(samples))
+        return self.inner.train_step(samples)
+
+    def export_weights(self, path: Path) -> Path:
+        """Gathered weights written by rank 0 (the other ranks join the gather)."""
+        _broadcast("export", str(path))
+        return self.inner.export_weights(path)
+
+    def save(self, path: Path) -> None:
+        """A world-size-independent checkpoint (see :meth:`TorchTrainer.save`)."""
+        _broadcast("save", str(path))
+        self.inner.save(path)
+
+    def load(self, path: Path) -> None:
+        """Every rank restores the checkpoint, whatever world size wrote it."""
+        _broadcast("load", str(path))
+        self.inner.load(path)
+
+    def stop(self) -> None:
+        """Release the followers (their :func:`follow` returns); idempotent."""
+        if not self.stopped:
+            _broadcast("stop")
+            self.stopped = True
+
+
+def follow(trainer: TorchTrainer) -> int:
+    """A follower rank's loop: execute rank 0's trainer calls until it stops; returns the updates made."""
+    updates = 0
+    while True:
+        op, arg = _broadcast(None)
+        if op == "stop":
+            return updates
+        if op == "step":
+            trainer.train_step(arg)
+            updates += 1
+        elif op == "export":
+            trainer.export_weights(Path(arg))
+        elif op == "save":
+            trainer.save(Path(arg))
+        elif op == "load":
+            trainer.load(Path(arg))
+        else:
+            raise DistributedError(f"rank {rank()} received unknown trainer call {op!r} from rank 0")
+
+
+def check_backend(cfg: TrainConfig) -> None:
+    """Raise unless ``cfg`` trains a torch model (the only trainer that runs on several ranks)."""
+    if cfg.model.backend == "scripted":
+        raise DistributedError(
+            f"the scripted backend has no multi-process trainer (this launch has {world_size()} processes); "
+            "run it with plain `spade train`, or pick a real model backend"
+        )
+
+
+def follow_run(cfg: TrainConfig, *, resume: bool) -> RunDir:
+    """A follower rank's whole run: build the run's trainer, then :func:`follow` rank 0 until it stops."""
+    from spade.backends.trainer import TorchTrainer  # noqa: PLC0415 -- torch only on training ranks
+    from spade.rundir import RunDir  # noqa: PLC0415
+
+    run = RunDir(cfg.run_dir)
+    if resume:
+        cfg = run.load_config()
+    check_backend(cfg)
+    follow(TorchTrainer.from_config(cfg, use_accelerate=True))
+    return run
