@@ -6,6 +6,7 @@ an existing output folder) prints one line saying what to do and exits with stat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -112,9 +113,6 @@ def options(args: EvalArgs) -> EvalOptions:
     """The evaluation options an invocation asks for."""
     params: dict[str, Any] = {"preset": args.preset} if args.preset != "default" else {}
     params.update(parse_param(p) for p in args.param)
-    if args.run_archive is not None:
-        params["archive"] = str(args.run_archive)
-    params.setdefault("context_tokens", args.model.max_context)
     return EvalOptions(
         episodes=args.episodes, limit=args.limit, fewshot=args.fewshot, temperature=args.temperature,
         top_p=args.top_p, max_tokens=args.max_tokens, max_turns=args.max_turns, concurrency=args.concurrency,
@@ -174,7 +172,9 @@ def run_eval(argv: Sequence[str]) -> int:
             return _list_tasks()
         _check(args)
         opts = options(args)
-        requests = [SuiteRequest(*_with_tasks(parse_suite(s, opts.tasks), opts)) for s in args.suites]
+        requests = [
+            SuiteRequest(*_suite_options(parse_suite(s, opts.tasks), opts, args)) for s in args.suites
+        ]
         out = args.out or Path("eval-results") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         with _progress_bars(sys.stderr.isatty() or not args.json) as bars:
             reports = evaluate(requests, _source(args), out=out, overwrite=args.overwrite, progress=bars)
@@ -194,11 +194,19 @@ def run_eval(argv: Sequence[str]) -> int:
     return 0
 
 
-def _with_tasks(parsed: tuple[str, tuple[str, ...]], opts: EvalOptions) -> tuple[str, EvalOptions]:
-    import dataclasses  # noqa: PLC0415
-
+def _suite_options(
+    parsed: tuple[str, tuple[str, ...]], opts: EvalOptions, args: EvalArgs
+) -> tuple[str, EvalOptions]:
+    """One suite's options: its tasks, and for envs the run archive and the model's context window."""
     name, tasks = parsed
-    return name, dataclasses.replace(opts, tasks=tasks)
+    params = dict(opts.params)
+    if name == "envs":
+        params.setdefault("context_tokens", args.model.max_context)
+        if args.run_archive is not None:
+            params["archive"] = str(args.run_archive)
+    elif args.run_archive is not None:
+        raise EvalError("--run-archive applies to the envs suite only")
+    return name, dataclasses.replace(opts, tasks=tasks, params=params)
 
 
 def _list_tasks() -> int:

@@ -19,6 +19,7 @@ import numpy as np
 
 from spade import rewards as rw
 from spade.config import TrainConfig
+from spade.evals.intrain import TrainEval
 from spade.memory import EnvStatus, Memory
 from spade.phases import Components, DesignOutcome, design_phase, make_components
 from spade.rollout import episode_seeds, paired_jobs, run_jobs, status_counts
@@ -64,10 +65,13 @@ async def _train(cfg: TrainConfig, *, resume: bool, progress: Progress) -> RunDi
         state = _restore(cfg, run, c) if resume else _fresh(cfg, c)
         board = run.tensorboard(purge_step=state.step)
         step_times: list[float] = []
+        evaluator = TrainEval(cfg, run.root)  # held-out evaluation (spade.evals.intrain); off when every=0
         try:
             while state.step < cfg.steps:
+                evals = await evaluator.at_step(c.policy, state.step)
                 started = time.perf_counter()
                 row = await run_step(cfg, c, state, progress)
+                row.update(evals)
                 row["time/step_s"] = time.perf_counter() - started
                 run.append_metrics(row)
                 board.write(row)
@@ -75,6 +79,10 @@ async def _train(cfg: TrainConfig, *, resume: bool, progress: Progress) -> RunDi
                 _checkpoint(run, c, state)
                 step_times.append(row["time/step_s"])
                 progress(_summary(cfg, row, eta_s=float(np.mean(step_times)) * (cfg.steps - state.step)))
+            final = await evaluator.at_end(c.policy, cfg.steps)
+            if final is not None:
+                run.append_metrics(final)
+                board.write(final)
         finally:
             board.close()
     return run
