@@ -80,12 +80,24 @@ def test_summary_has_categories_tasks_and_says_when_it_measures_nothing() -> Non
 
 
 def test_paired_difference_uses_only_common_items() -> None:
-    a = {"x": 0.0, "y": 1.0, "z": 0.0, "only_a": 1.0}
-    b = {"x": 1.0, "y": 1.0, "z": 1.0, "only_b": 0.0}
+    a = {"x": (0.0,), "y": (1.0,), "z": (0.0,), "only_a": (1.0,)}
+    b = {"x": (1.0,), "y": (1.0,), "z": (1.0,), "only_b": (0.0,)}
     d = paired_diff(a, b)
     assert d.paired == 3
     assert d.diff == pytest.approx(2 / 3)
     assert d.ci95[0] <= d.diff <= d.ci95[1]
+
+
+def test_episode_noise_widens_the_interval_of_few_items() -> None:
+    """Two items, 8 episodes each: the interval must reflect the episodes' spread, not only the items'."""
+    a = {"x": (1.0, 0.0) * 4, "y": (1.0, 0.0, 0.0, 0.0) * 2}
+    b = {"x": (1.0, 1.0, 1.0, 0.0) * 2, "y": (1.0, 0.0) * 4}
+    d = paired_diff(a, b)
+    assert d.diff == pytest.approx(0.25)
+    assert d.ci95[0] < 0.0 < d.ci95[1]  # 2 items x 8 episodes cannot show a 0.25 gain with confidence
+    single = summarise("s", [ItemResult("s", k, "c", v) for k, v in a.items()]).total
+    assert single.ci95[0] < 0.375 < single.ci95[1]
+    assert single.ci95[1] - single.ci95[0] > 0.2
 
 
 def test_evaluation_seeds_are_disjoint_from_training_seeds() -> None:

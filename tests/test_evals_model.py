@@ -43,7 +43,12 @@ def test_tiny_model_on_reasoning_gym_and_an_environment(
     assert all(t["finish"] in ("stop", "length") for t in turns)
     assert 0.0 < math.generation_share <= 1.0
     assert envs.summary.total.n == 1
-    assert envs.items[0].detail["episodes"][0]["status"] in ("length", "turn_budget", "terminated", "truncated")
+    assert envs.items[0].detail["episodes"][0]["status"] in (
+        "length",
+        "turn_budget",
+        "terminated",
+        "truncated",
+    )
     assert envs.summary.errors == 0
     back = read_results(tmp_path / "r")
     assert set(back.items) == {"math", "envs"}

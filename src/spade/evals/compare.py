@@ -46,12 +46,12 @@ def compare_results(a: StoredResults, b: StoredResults) -> list[Comparison]:
         cats = sorted({ia[k].category for k in common})
         by_cat = {
             c: paired_diff(
-                {k: r.score for k, r in ia.items() if r.category == c},
-                {k: r.score for k, r in ib.items() if r.category == c},
+                {k: r.scores for k, r in ia.items() if r.category == c},
+                {k: r.scores for k, r in ib.items() if r.category == c},
             )
             for c in cats
         }
-        total = paired_diff({k: r.score for k, r in ia.items()}, {k: r.score for k, r in ib.items()})
+        total = paired_diff({k: r.scores for k, r in ia.items()}, {k: r.scores for k, r in ib.items()})
         out.append(Comparison(suite, str(a.folder), str(b.folder), total, by_cat))
     return out
 

@@ -28,12 +28,14 @@ def eval_table(reports: Sequence[SuiteReport]) -> Table:
     for r in reports:
         s = r.summary
         note = NOTHING if s.measures_nothing else ""
-        if r.opts.episodes > 1 and r.opts.temperature == 0.0 and not note:
+        sampled = r.generation_s > 0  # the scripted solver samples nothing
+        if sampled and r.opts.episodes > 1 and r.opts.temperature == 0.0 and not note:
             note = "greedy decoding: episodes of an item are identical (set --temperature)"
         table.add_row(f"[bold]{r.name}[/bold]", str(s.total.n), str(s.total.items), _score(s.total),
                       str(s.errors), note)  # fmt: skip
         groups = list(s.by_category.items())
-        groups += [(f"task {k}", v) for k, v in s.by_task.items() if k not in s.by_category]
+        if len(s.by_task) > len(s.by_category):  # tasks add something only when categories group them
+            groups += [(f"task {k}", v) for k, v in s.by_task.items() if k not in s.by_category]
         if len(groups) > 1 or (groups and groups[0][0] != r.name):
             for name, score in groups:
                 table.add_row(f"  {name}", str(score.n), str(score.items), _score(score), "", "")

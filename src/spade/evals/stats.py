@@ -1,7 +1,9 @@
 """Pure statistics of evaluation results: means, bootstrap intervals over items, category rollups, pairing.
 
-Every interval is a percentile bootstrap over *items* (an item's episodes stay together), drawn from a
-generator with a fixed seed, so the same results always give the same interval.
+Every interval is a percentile bootstrap over *items*, drawn from a generator with a fixed seed, so the
+same results always give the same interval. When items have several episodes the bootstrap is two-level
+(resample items, then each drawn item's episodes), so the interval also carries the sampling noise of the
+episodes; with one episode per item it is the plain item bootstrap.
 """
 
 from __future__ import annotations
@@ -79,7 +81,50 @@ def score_items(items: Sequence[ItemResult]) -> Score:
     """Mean of item scores with its bootstrap interval."""
     per_item = [r.score for r in items]
     mean = float(np.mean(per_item)) if per_item else 0.0
-    return Score(sum(len(r.scores) for r in items), len(items), mean, bootstrap_ci(per_item))
+    ci = item_bootstrap_ci([r.scores for r in items])
+    return Score(sum(len(r.scores) for r in items), len(items), mean, ci)
+
+
+def _episode_means(
+    groups: Sequence[Sequence[float]], idx: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """For item indices ``idx`` (R, n): the mean of a with-replacement resample of each item's episodes."""
+    counts = np.array([max(len(g), 1) for g in groups])
+    width = int(counts.max())
+    table = np.zeros((len(groups), width))
+    for i, g in enumerate(groups):
+        table[i, : len(g)] = g
+    c = counts[idx]
+    picks = (rng.random((*idx.shape, width)) * c[..., None]).astype(np.int64)
+    values = table[idx[..., None], picks]
+    mask = np.arange(width) < c[..., None]
+    means: np.ndarray = (values * mask).sum(axis=-1) / c
+    return means
+
+
+def item_bootstrap_ci(
+    groups: Sequence[Sequence[float]],
+    minus: Sequence[Sequence[float]] | None = None,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float]:
+    """95% interval of the mean item score (two-level bootstrap: items, then episodes within each item).
+
+    With ``minus`` (the same items in the same order), of the mean paired difference ``groups − minus``.
+    """
+    n = len(groups)
+    if n == 0:
+        return (0.0, 0.0)
+    rng = np.random.default_rng(seed)
+    stats = []
+    for start in range(0, resamples, 250):  # chunks bound memory for large suites
+        idx = rng.integers(0, n, size=(min(250, resamples - start), n))
+        values = _episode_means(groups, idx, rng)
+        if minus is not None:
+            values = values - _episode_means(minus, idx, rng)
+        stats.append(values.mean(axis=1))
+    lo, hi = np.percentile(np.concatenate(stats), [2.5, 97.5])
+    return (float(lo), float(hi))
 
 
 def _grouped(items: Sequence[ItemResult], key: Any) -> dict[str, Score]:
@@ -118,13 +163,15 @@ class PairedDiff:
         return {"paired": self.paired, "a": self.a, "b": self.b, "diff": self.diff, "ci95": list(self.ci95)}
 
 
-def paired_diff(a: Mapping[str, float], b: Mapping[str, float]) -> PairedDiff:
-    """Mean item scores of ``a`` and ``b`` on their common items, and the bootstrap CI of ``mean(b − a)``."""
+def paired_diff(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]]) -> PairedDiff:
+    """Mean item scores of ``a`` and ``b`` (item id -> episode scores) on their common items, and the
+    two-level bootstrap interval of the mean paired difference ``b − a``."""
     common = sorted(set(a) & set(b))
-    xa = [a[k] for k in common]
-    xb = [b[k] for k in common]
+    xa = [_mean(a[k]) for k in common]
+    xb = [_mean(b[k]) for k in common]
     d = [y - x for x, y in zip(xa, xb, strict=True)]
-    return PairedDiff(len(common), _mean(xa), _mean(xb), _mean(d), bootstrap_ci(d))
+    ci = item_bootstrap_ci([b[k] for k in common], minus=[a[k] for k in common])
+    return PairedDiff(len(common), _mean(xa), _mean(xb), _mean(d), ci)
 
 
 def _mean(values: Sequence[float]) -> float:
