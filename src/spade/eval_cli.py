@@ -114,10 +114,18 @@ def options(args: EvalArgs) -> EvalOptions:
     params: dict[str, Any] = {"preset": args.preset} if args.preset != "default" else {}
     params.update(parse_param(p) for p in args.param)
     return EvalOptions(
-        episodes=args.episodes, limit=args.limit, fewshot=args.fewshot, temperature=args.temperature,
-        top_p=args.top_p, max_tokens=args.max_tokens, max_turns=args.max_turns, concurrency=args.concurrency,
-        seed=args.seed, tasks=tuple(t for t in args.tasks.split(",") if t), params=params,
-    )  # fmt: skip
+        episodes=args.episodes,
+        limit=args.limit,
+        fewshot=args.fewshot,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_tokens=args.max_tokens,
+        max_turns=args.max_turns,
+        concurrency=args.concurrency,
+        seed=args.seed,
+        tasks=tuple(t for t in args.tasks.split(",") if t),
+        params=params,
+    )
 
 
 def _check(args: EvalArgs) -> None:

@@ -143,8 +143,10 @@ class EnvsSuite:
             else:
                 calls = [functools.partial(_play, runner, policy, j, cfg) for _, j in jobs]
             outcomes = await gather_bounded(calls, opts.concurrency, progress)
-        return [_result(self.name, item, [o for (it, _), o in zip(jobs, outcomes, strict=True) if it is item])
-                for item in items]  # fmt: skip
+        by_item: dict[str, list[dict[str, Any]]] = {}
+        for (item, _), outcome in zip(jobs, outcomes, strict=True):
+            by_item.setdefault(item.item_id, []).append(outcome)
+        return [_result(self.name, item, by_item[item.item_id]) for item in items]
 
 
 async def _play(runner: EnvRunner, policy: Policy, job: PlayJob, cfg: PlayConfig) -> dict[str, Any]:

@@ -30,10 +30,17 @@ def eval_options(e: EvalConfig, name: str, tasks: tuple[str, ...], context_token
     if e.preset != "default":
         params["preset"] = e.preset
     return EvalOptions(
-        episodes=e.episodes, limit=e.limit, fewshot=e.fewshot, temperature=e.temperature,
-        max_tokens=e.max_tokens, max_turns=e.max_turns, concurrency=e.concurrency, seed=e.seed,
-        tasks=tasks, params=params,
-    )  # fmt: skip
+        episodes=e.episodes,
+        limit=e.limit,
+        fewshot=e.fewshot,
+        temperature=e.temperature,
+        max_tokens=e.max_tokens,
+        max_turns=e.max_turns,
+        concurrency=e.concurrency,
+        seed=e.seed,
+        tasks=tasks,
+        params=params,
+    )
 
 
 def report_metrics(report: SuiteReport) -> dict[str, float]:

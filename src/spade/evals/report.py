@@ -31,8 +31,9 @@ def eval_table(reports: Sequence[SuiteReport]) -> Table:
         sampled = r.generation_s > 0  # the scripted solver samples nothing
         if sampled and r.opts.episodes > 1 and r.opts.temperature == 0.0 and not note:
             note = "greedy decoding: episodes of an item are identical (set --temperature)"
-        table.add_row(f"[bold]{r.name}[/bold]", str(s.total.n), str(s.total.items), _score(s.total),
-                      str(s.errors), note)  # fmt: skip
+        table.add_row(
+            f"[bold]{r.name}[/bold]", str(s.total.n), str(s.total.items), _score(s.total), str(s.errors), note
+        )
         groups = list(s.by_category.items())
         if len(s.by_task) > len(s.by_category):  # tasks add something only when categories group them
             groups += [(f"task {k}", v) for k, v in s.by_task.items() if k not in s.by_category]
@@ -65,8 +66,15 @@ def compare_table(comparisons: Sequence[Comparison]) -> Table:
     for column in ("suite / category", "A", "B", "paired", "A score", "B score", "B − A  [95% CI]"):
         table.add_column(column, justify="right" if column == "paired" else "left")
     for c in comparisons:
-        table.add_row(f"[bold]{c.suite}[/bold]", c.a, c.b, str(c.total.paired), f"{c.total.a:.3f}",
-                      f"{c.total.b:.3f}", _diff(c.total))  # fmt: skip
+        table.add_row(
+            f"[bold]{c.suite}[/bold]",
+            c.a,
+            c.b,
+            str(c.total.paired),
+            f"{c.total.a:.3f}",
+            f"{c.total.b:.3f}",
+            _diff(c.total),
+        )
         if len(c.by_category) > 1:
             for name, d in c.by_category.items():
                 table.add_row(f"  {name}", "", "", str(d.paired), f"{d.a:.3f}", f"{d.b:.3f}", _diff(d))

@@ -60,8 +60,14 @@ def write_results(
 
 def item_to_dict(r: ItemResult) -> dict[str, Any]:
     """One JSONL line."""
-    return {"suite": r.suite, "item_id": r.item_id, "category": r.category, "scores": list(r.scores),
-            "score": r.score, "detail": r.detail}  # fmt: skip
+    return {
+        "suite": r.suite,
+        "item_id": r.item_id,
+        "category": r.category,
+        "scores": list(r.scores),
+        "score": r.score,
+        "detail": r.detail,
+    }
 
 
 def item_from_dict(d: Mapping[str, Any]) -> ItemResult:

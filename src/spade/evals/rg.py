@@ -25,7 +25,7 @@ from importlib import resources
 from typing import Any
 
 from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, eval_seed
-from spade.evals.chat import ChatEpisode, Verdict, chat_episode, gather_bounded
+from spade.evals.chat import ChatEpisode, Judge, Verdict, chat_episode, gather_bounded
 from spade.types import Message, Policy, SamplingParams
 
 try:
@@ -184,15 +184,18 @@ class ReasoningGymSuite:
         by_item: dict[tuple[str, int], list[ChatEpisode]] = {}
         for (plan, item, _), outcome in zip(jobs, outcomes, strict=True):
             by_item.setdefault((plan.task.name, item), []).append(outcome)
-        return [plan.result(self.name, i, by_item[(plan.task.name, i)], opts) for plan in plans for i in
-                range(len(plan.items))]  # fmt: skip
+        return [
+            plan.result(self.name, i, by_item[(plan.task.name, i)])
+            for plan in plans
+            for i in range(len(plan.items))
+        ]
 
     def _plan(self, task: Task, n: int, opts: EvalOptions) -> _Plan:
         seed = eval_seed(opts.seed, self.name, task.name)
         data = make_dataset(task, seed, n)
         shots = make_dataset(task, seed + FEWSHOT_SHIFT, opts.fewshot) if opts.fewshot else None
-        return _Plan(task, seed, data, [data[i] for i in range(n)],
-                     [shots[k] for k in range(opts.fewshot)] if shots is not None else [])  # fmt: skip
+        examples = [shots[k] for k in range(opts.fewshot)] if shots is not None else []
+        return _Plan(task, seed, data, [data[i] for i in range(n)], examples)
 
     async def _episode(
         self, policy: Policy, params: SamplingParams, opts: EvalOptions, job: tuple[_Plan, int, int]
@@ -217,7 +220,7 @@ class MathSuite(ReasoningGymSuite):
         return task
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Plan:
     """One task's generator, items and few-shot examples."""
 
@@ -238,7 +241,7 @@ class _Plan:
         out.append({"role": "user", "content": entry["question"]})
         return out
 
-    def judge(self, entry: Mapping[str, Any]) -> Any:
+    def judge(self, entry: Mapping[str, Any]) -> Judge:
         """The package's scorer on the last ``<answer>`` of a reply, with feedback for a retry."""
 
         def verdict(reply: str) -> Verdict:
@@ -249,7 +252,7 @@ class _Plan:
 
         return verdict
 
-    def result(self, suite: str, i: int, episodes: list[ChatEpisode], opts: EvalOptions) -> ItemResult:
+    def result(self, suite: str, i: int, episodes: list[ChatEpisode]) -> ItemResult:
         """The item's result with what is needed to read it back."""
         entry = self.items[i]
         return ItemResult(
