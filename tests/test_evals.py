@@ -12,6 +12,7 @@ import pytest
 
 from spade import envs
 from spade.backends.scripted import ByteTemplate, ScriptedPolicy
+from spade.config import ConfigError, EvalConfig, TrainConfig
 from spade.evals import rg
 from spade.evals.base import EVAL_SEED_BASE, EvalError, EvalOptions, ItemResult, eval_seed
 from spade.evals.chat import Verdict, chat_episode
@@ -125,6 +126,14 @@ def test_a_missing_optional_package_is_an_install_hint(
     monkeypatch.setitem(SUITES, "needy", "needs_missing_pkg:Suite")
     with pytest.raises(EvalError, match=r"needs the package 'surely_not_installed_pkg': install"):
         make_suite("needy")
+
+
+def test_train_config_checks_eval_suites_and_counts() -> None:
+    assert TrainConfig(eval=EvalConfig(every=3, suites=("math:chain_sum", "envs"))).eval.every == 3
+    with pytest.raises(ConfigError, match=r"eval.suites \['mystery'\] are unknown; choose from: envs"):
+        TrainConfig(eval=EvalConfig(suites=("mystery",)))
+    with pytest.raises(ConfigError, match="eval.every must be >= 0"):
+        TrainConfig(eval=EvalConfig(every=-1))
 
 
 # -- Reasoning-Gym -------------------------------------------------------------------------------------------

@@ -279,6 +279,7 @@ class EvalConfig:
     preset: str = "default"
     """Reasoning-Gym task parameters: default, hard (the paper's A.3 table) or easy."""
     temperature: float = 0.0
+    """Sampling temperature (0: greedy; set > 0 when episodes > 1)."""
     max_tokens: int = 256
     """Generation budget per reply."""
     max_turns: int = 2
