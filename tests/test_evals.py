@@ -132,7 +132,7 @@ def test_train_config_checks_eval_suites_and_counts() -> None:
     assert TrainConfig(eval=EvalConfig(every=3, suites=("math:chain_sum", "envs"))).eval.every == 3
     with pytest.raises(ConfigError, match=r"eval.suites \['mystery'\] are unknown; choose from: envs"):
         TrainConfig(eval=EvalConfig(suites=("mystery",)))
-    with pytest.raises(ConfigError, match="eval.every must be >= 0"):
+    with pytest.raises(ConfigError, match=r"eval\.every must be >= 0"):
         TrainConfig(eval=EvalConfig(every=-1))
 
 
