@@ -8,7 +8,8 @@ archive. None given: the whole seed library. Every episode runs in a fresh sandb
 instance's ``solution()`` (a sanity check: a sound environment scores 1.0).
 
 ``params``: ``archive`` (run folder), ``difficulty`` (level for seed environments), ``action_mode``
-(``boxed`` / ``lenient``), ``max_turns`` (agent turn budget, default 25), ``context_tokens`` (default 2048).
+(``boxed`` / ``lenient``), ``on_length`` (``end`` / ``act``, as ``play.on_length``), ``max_turns`` (agent
+turn budget, default 25), ``context_tokens`` (default 2048).
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def play_config(opts: EvalOptions) -> PlayConfig:
     context = int(p.get("context_tokens", 2048))
     return PlayConfig(
         action_mode=p.get("action_mode", "boxed"),
+        on_length=p.get("on_length", "end"),
         max_turns=int(p.get("max_turns", 25)),
         context_tokens=context,
         turn_tokens=min(opts.max_tokens, context),
