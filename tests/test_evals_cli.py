@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from spade import envs
 from spade.config import DesignerConfig, EvalConfig, ModelConfig, PlayConfig, RolloutConfig, TrainConfig
 from spade.evals.base import EvalOptions, ItemResult
+from spade.evals.policies import PolicySource
 from spade.evals.registry import SUITES
+from spade.evals.runner import evaluate
 from spade.rundir import RunDir
 from spade.train import train
 
@@ -149,6 +152,13 @@ def test_a_runs_trained_policy_is_evaluated(tmp_path: Path) -> None:
         spade("eval", "envs", "--run", str(run.root), "--checkpoint", "0", "--out", str(tmp_path / "x")),
         "no policy weights for checkpoint 0",
     )
+    archive = evaluate(
+        ["envs"], PolicySource(kind="solver"), opts=EvalOptions(params={"archive": str(run.root)})
+    )
+    origins = {r.detail["origin"] for r in archive[0].items}
+    assert origins == {f"archive:{run.root}"}
+    assert archive[0].summary.total.items > len(envs.names("games"))  # the warm start plus accepted designs
+    assert archive[0].summary.total.score == 1.0
     empty = tmp_path / "empty"
     RunDir(empty).create(scripted_run_config(tmp_path, name="empty"))
     _one_line_error(spade("eval", "envs", "--run", str(empty)), "has no trained policy yet")
