@@ -4,12 +4,16 @@ Runs one Reasoning-Gym suite (by default ``math:basic_arithmetic,chain_sum`` at 
 through :func:`spade.evals.evaluate` with every episode in flight under the concurrency cap, so the hf
 backend batches their requests. ``generation_share`` is the fraction of the suite's wall time during which
 at least one generation request was in flight (target >= 0.8: the model is never idle waiting for scoring,
-rendering or bookkeeping). One torch thread unless ``--threads``.
+rendering or bookkeeping); it is measured inside the engine (the hf backend's batched ``generate`` calls),
+while ``in_flight_share`` is the runner's own figure (wall time with any request in flight, which also
+counts requests waiting in the queue). One torch thread unless ``--threads``.
 
     .venv/bin/python bench/eval.py [--json] [--limit 8] [--episodes 2] [--max-tokens 64] [--concurrency 32]
 
-JSON keys: ``eval_episodes_per_s``, ``generation_share``, ``episodes``, ``wall_s``, ``score``, ``ci95``,
-``load_s`` (model load, not counted in the rate), ``backend``, ``concurrency``.
+JSON keys: ``eval_episodes_per_s``, ``generation_share``, ``in_flight_share``, ``engine_batches``,
+``engine_mean_batch``, ``episodes``, ``wall_s``, ``score``, ``ci95``, ``load_s`` (model load, not counted in
+the rate), ``backend``, ``concurrency``, ``cpu_s`` (process CPU time of the evaluation: on a loaded machine
+``wall_s`` is mostly waiting for a core).
 """
 
 from __future__ import annotations
@@ -23,6 +27,29 @@ from spade.config import ModelConfig
 from spade.evals.base import EvalOptions
 from spade.evals.policies import PolicySource, load_policy
 from spade.evals.runner import SuiteRequest, evaluate
+
+
+class EngineClock:
+    """Times the hf engine's own batched ``generate`` calls (they run one at a time in a worker thread)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.busy_s = 0.0
+        self.calls = 0
+        self.sequences = 0
+        inner = getattr(policy, "generate", None)
+        if inner is None:
+            return
+
+        def timed(prompts: Any, params: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return inner(prompts, params)
+            finally:
+                self.busy_s += time.perf_counter() - started
+                self.calls += 1
+                self.sequences += len(prompts)
+
+        policy.generate = timed
 
 
 def main() -> None:
@@ -62,16 +89,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     source = PolicySource(model=ModelConfig(backend=args.backend, model=args.model))
     policy = load_policy(source, args.concurrency)
     load_s = time.perf_counter() - started
+    engine = EngineClock(policy)
+    cpu0 = time.process_time()
     (report,) = evaluate([SuiteRequest(name, opts)], policy)
     episodes = report.summary.total.n
     return {
         "eval_episodes_per_s": round(episodes / report.time_s, 3),
-        "generation_share": round(report.generation_share, 4),
+        "generation_share": round(engine.busy_s / report.time_s, 4) if engine.busy_s else None,
+        "in_flight_share": round(report.in_flight_share, 4),
+        "engine_batches": engine.calls,
+        "engine_mean_batch": round(engine.sequences / max(engine.calls, 1), 1),
         "episodes": episodes,
         "wall_s": round(report.time_s, 2),
         "load_s": round(load_s, 2),
         "score": report.summary.total.score,
         "ci95": list(report.summary.total.ci95),
+        "cpu_s": round(time.process_time() - cpu0, 2),
         "backend": args.backend,
         "concurrency": args.concurrency,
     }

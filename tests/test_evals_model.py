@@ -41,7 +41,7 @@ def test_tiny_model_on_reasoning_gym_and_an_environment(
     turns = math.items[0].detail["episodes"][0]["turns"]
     assert 1 <= len(turns) <= 2
     assert all(t["finish"] in ("stop", "length") for t in turns)
-    assert 0.0 < math.generation_share <= 1.0
+    assert 0.0 < math.in_flight_share <= 1.0
     assert envs.summary.total.n == 1
     assert envs.items[0].detail["episodes"][0]["status"] in (
         "length",

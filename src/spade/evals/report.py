@@ -51,7 +51,7 @@ def footer(reports: Sequence[SuiteReport]) -> str:
         lines.append(
             f"{r.name}: episodes {o.episodes}, fewshot {o.fewshot}, T {o.temperature}, top_p {o.top_p}, "
             f"max_tokens {o.max_tokens}, max_turns {o.max_turns}, seed {o.seed}, params {o.params or {}}; "
-            f"{r.time_s:.1f}s, generation share {r.generation_share:.2f}"
+            f"{r.time_s:.1f}s, requests in flight {r.in_flight_share:.0%} of the time"
         )
     return "\n".join(lines)
 

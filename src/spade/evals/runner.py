@@ -50,8 +50,8 @@ class SuiteReport:
     generation_s: float
 
     @property
-    def generation_share(self) -> float:
-        """Fraction of the suite's wall time the policy was generating."""
+    def in_flight_share(self) -> float:
+        """Fraction of the suite's wall time with a generation request in flight (running or queued)."""
         return self.generation_s / self.time_s if self.time_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,7 +60,7 @@ class SuiteReport:
             **self.summary.to_dict(),
             "options": to_dict(self.opts),
             "time_s": round(self.time_s, 3),
-            "generation_share": round(self.generation_share, 4),
+            "in_flight_share": round(self.in_flight_share, 4),
             "measures_nothing": self.summary.measures_nothing,
         }
 

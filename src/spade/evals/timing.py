@@ -12,8 +12,9 @@ from spade.types import ChatTemplate, Completion, Policy, SamplingParams
 class TimedPolicy:
     """Forwards to a policy and adds up the wall time during which at least one ``sample`` is in flight.
 
-    ``generation_s / wall`` is the generation share: the fraction of an evaluation's wall time the model
-    was busy (the rest is prompt rendering, scoring, environments and waiting).
+    ``generation_s / wall`` is the in-flight share: the fraction of an evaluation's wall time with a request
+    running or queued at the policy. It bounds the engine's busy share from above (``bench/eval.py`` measures
+    that one inside the hf engine).
     """
 
     def __init__(self, policy: Policy) -> None:
