@@ -2,11 +2,10 @@
 
 Runs one Reasoning-Gym suite (by default ``math:basic_arithmetic,chain_sum`` at the ``easy`` preset, 2 turns)
 through :func:`spade.evals.evaluate` with every episode in flight under the concurrency cap, so the hf
-backend batches their requests. ``generation_share`` is the fraction of the suite's wall time during which
-at least one generation request was in flight (target >= 0.8: the model is never idle waiting for scoring,
-rendering or bookkeeping); it is measured inside the engine (the hf backend's batched ``generate`` calls),
-while ``in_flight_share`` is the runner's own figure (wall time with any request in flight, which also
-counts requests waiting in the queue). One torch thread unless ``--threads``.
+backend batches their requests. ``generation_share`` is the fraction of the suite's wall time the engine
+spends inside its batched ``generate`` calls (target >= 0.8: the model is never idle waiting for scoring,
+rendering or bookkeeping); ``in_flight_share`` is the runner's own, looser figure (wall time with any
+request running or queued). One torch thread unless ``--threads``.
 
     .venv/bin/python bench/eval.py [--json] [--limit 8] [--episodes 2] [--max-tokens 64] [--concurrency 32]
 
