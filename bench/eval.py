@@ -1,7 +1,7 @@
 """Evaluation throughput on the embedded model: episodes per second and the share of wall time in generation.
 
 Runs one Reasoning-Gym suite (by default ``math:basic_arithmetic,chain_sum`` at the ``easy`` preset, 2 turns)
-through :func:`spade.evals.evaluate` with every episode in flight under the concurrency cap, so the hf
+through :func:`spade.evals.runner.arun` with every episode in flight under the concurrency cap, so the hf
 backend batches their requests. ``generation_share`` is the fraction of the suite's wall time the engine
 spends inside its batched ``generate`` calls (target >= 0.8: the model is never idle waiting for scoring,
 rendering or bookkeeping); ``in_flight_share`` is the runner's own, looser figure (wall time with any
@@ -18,6 +18,7 @@ the rate), ``backend``, ``concurrency``, ``cpu_s`` (process CPU time of the eval
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import time
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 from spade.config import ModelConfig
 from spade.evals.base import EvalOptions
 from spade.evals.policies import PolicySource, load_policy
-from spade.evals.runner import SuiteRequest, evaluate
+from spade.evals.runner import SuiteRequest, arun
 
 
 class EngineClock:
@@ -90,7 +91,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     load_s = time.perf_counter() - started
     engine = EngineClock(policy)
     cpu0 = time.process_time()
-    (report,) = evaluate([SuiteRequest(name, opts)], policy)
+    # arun, not evaluate: evaluate's one-token preflight request would be timed by the engine clock too.
+    (report,) = asyncio.run(arun(policy, [SuiteRequest(name, opts)]))
     episodes = report.summary.total.n
     return {
         "eval_episodes_per_s": round(episodes / report.time_s, 3),
