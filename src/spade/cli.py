@@ -20,6 +20,8 @@ USAGE = """usage: spade COMMAND [options]
 commands:
   check   validate environment files (or model replies) in the sandbox; non-zero exit if any is rejected
   envs    list the registered seed environments
+  eval    evaluate a policy on held-out suites (envs, reasoning_gym, math, bfcl, code)
+  compare compare runs or evaluation results item by item, with confidence intervals
   play    play an environment (registry name or file): you, its scripted solution, or a run's trained model
   train   run SPADE self-play training (--preset cpu-tiny|paper, --resume RUN_DIR)
   runs    list the runs under a runs folder: status, step, latest metrics, age
@@ -240,8 +242,22 @@ def _cmd_train(argv: Sequence[str]) -> int:
     return train_main(argv)
 
 
+def _cmd_eval(argv: Sequence[str]) -> int:
+    from spade.eval_cli import run_eval  # noqa: PLC0415
+
+    return run_eval(argv)
+
+
+def _cmd_compare(argv: Sequence[str]) -> int:
+    from spade.eval_cli import run_compare  # noqa: PLC0415
+
+    return run_compare(argv)
+
+
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "check": _cmd_check,
+    "compare": _cmd_compare,
+    "eval": _cmd_eval,
     "envs": _cmd_envs,
     "play": _cmd_play,
     "train": _cmd_train,

@@ -366,6 +366,34 @@ class TranscriptConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class EvalConfig:
+    """Held-out evaluation during training (spade.evals): at step 0, every ``every`` steps and at the end."""
+
+    every: int = 0
+    """Steps between evaluations (0: never). Results go to <run>/eval/step_N and eval/<suite>/... metrics."""
+    suites: tuple[str, ...] = ("reasoning_gym:basic_arithmetic,leg_counting",)
+    """Suites, each 'name' or 'name:task1,task2' (as `spade eval`)."""
+    episodes: int = 1
+    """Scored episodes per item."""
+    limit: int | None = 8
+    """Items per task (procedural suites) or in all (envs)."""
+    fewshot: int = 0
+    """Worked examples before each item (seeds disjoint from the scored items)."""
+    preset: str = "default"
+    """Reasoning-Gym task parameters: default, hard (the paper's A.3 table) or easy."""
+    temperature: float = 0.0
+    """Sampling temperature (0: greedy; set > 0 when episodes > 1)."""
+    max_tokens: int = 256
+    """Generation budget per reply."""
+    max_turns: int = 2
+    """Tries per Q&A item (feedback after a wrong answer)."""
+    concurrency: int = 32
+    """Episodes in flight at once."""
+    seed: int = 0
+    """Evaluation seed (instances use seeds >= 2**31, never a training seed)."""
+
+
+@dataclass(frozen=True, slots=True)
 class TrainConfig:
     """A SPADE training run."""
 
@@ -393,6 +421,7 @@ class TrainConfig:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     transcripts: TranscriptConfig = field(default_factory=TranscriptConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -466,6 +495,19 @@ def validate(cfg: TrainConfig) -> None:
     _require(
         cfg.play.turn_tokens <= cfg.play.context_tokens,
         "play.turn_tokens must not exceed play.context_tokens",
+    )
+    _validate_eval(cfg.eval)
+
+
+def _validate_eval(e: EvalConfig) -> None:
+    from spade.evals.registry import SUITES  # noqa: PLC0415 - names only; suites import on use
+
+    _require(e.every >= 0, f"eval.every must be >= 0 (0 disables evaluation; got {e.every})")
+    bad = [s for s in e.suites if s.partition(":")[0] not in SUITES]
+    _require(not bad, f"eval.suites {bad} are unknown; choose from: {', '.join(SUITES)}")
+    _require(
+        e.episodes >= 1 and e.concurrency >= 1 and e.max_tokens >= 1,
+        "eval.episodes, eval.concurrency and eval.max_tokens must be >= 1",
     )
 
 

@@ -23,6 +23,7 @@ from spade import distributed, resources, stopping
 from spade import rewards as rw
 from spade.config import TrainConfig
 from spade.credit import EnvStats, PendingCredit
+from spade.evals.intrain import TrainEval
 from spade.memory import EnvStatus, Memory
 from spade.memory_select import pool_batch
 from spade.phases import Components, DesignOutcome, design_phase, fresh_only, make_components
@@ -147,10 +148,13 @@ def _open_run(
 async def _loop(cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, progress: Progress) -> None:
     board = run.tensorboard(purge_step=state.step)
     step_times: list[float] = []
+    evaluator = TrainEval(cfg, run.root)  # held-out evaluation (spade.evals.intrain); off when every=0
     try:
         while state.step < cfg.steps:
+            evals = await evaluator.at_step(c.policy, state.step)
             started = time.perf_counter()
             row = await run_step(cfg, c, state, progress)
+            row.update(evals)
             row["time/step_s"] = time.perf_counter() - started
             run.append_metrics(row)
             board.write(row)
@@ -158,6 +162,10 @@ async def _loop(cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, 
             _checkpoint(run, c, state)
             step_times.append(row["time/step_s"])
             progress(_summary(cfg, row, eta_s=float(np.mean(step_times)) * (cfg.steps - state.step)))
+        final = await evaluator.at_end(c.policy, cfg.steps)
+        if final is not None:
+            run.append_metrics(final)
+            board.write(final)
     finally:
         board.close()
         if isinstance(c.trainer, distributed.LeaderTrainer):

@@ -75,7 +75,11 @@ Progress = Callable[[int, int], None]
 
 
 class Suite(Protocol):
-    """A held-out benchmark."""
+    """A held-out benchmark.
+
+    A suite may also define ``check(self, opts: EvalOptions) -> None`` raising :class:`EvalError` for a bad
+    selection (unknown task, rejected parameter); the runner calls it before any model is loaded.
+    """
 
     name: str
 

@@ -1,0 +1,247 @@
+"""``spade eval`` and ``spade compare``: parse, call :mod:`spade.evals`, print a table or JSON lines.
+
+Bad input (unknown suite, task or preset, a run without a policy, a missing package, a server that is down,
+an existing output folder) prints one line saying what to do and exits with status 2; nothing is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import tyro
+from rich import progress as rp
+from rich.console import Console
+
+from spade.config import ModelConfig
+from spade.evals.base import EvalError, EvalOptions, Progress
+from spade.evals.registry import SUITES
+
+ProgressFactory = Callable[[str], Progress]
+
+DEFAULTS = EvalOptions()
+
+
+@dataclass(frozen=True)
+class EvalArgs:
+    """Evaluate a policy on held-out suites (see docs/eval.md).
+
+    SUITES are suite names (envs, reasoning_gym, math, bfcl, code), each optionally with its own task list:
+    `reasoning_gym:basic_arithmetic,leg_counting`. The policy is the model below (default: the embedded
+    SmolLM2-135M on the hf backend), a run's trained policy (--run), or the environments' scripted
+    solutions (--solver, envs only). Evaluation seeds are >= 2**31; training seeds are below.
+    """
+
+    suites: Annotated[tuple[str, ...], tyro.conf.Positional] = ()
+    """Suites to run (with optional `:task1,task2`)."""
+    tasks: str = ""
+    """Comma-separated tasks for suites named without their own list (RG tasks, env names, files, folders)."""
+    preset: str = "default"
+    """Reasoning-Gym task parameters: default (package defaults), hard (the paper's A.3 table), easy."""
+    param: tuple[str, ...] = ()
+    """Task parameters KEY=VALUE (JSON values); `task.KEY=VALUE` for one task; envs: difficulty, action_mode,
+    max_turns, context_tokens."""
+    episodes: int = DEFAULTS.episodes
+    """Scored episodes per item."""
+    limit: int | None = DEFAULTS.limit
+    """Items per task (procedural suites: default 8) or in all (envs, fixed datasets)."""
+    fewshot: int = DEFAULTS.fewshot
+    """Worked examples from the same generator before each item (seeds disjoint from scored items)."""
+    temperature: float = DEFAULTS.temperature
+    """Sampling temperature (0: greedy; set > 0 when episodes > 1)."""
+    top_p: float = DEFAULTS.top_p
+    max_tokens: int = DEFAULTS.max_tokens
+    """Generation budget per reply."""
+    max_turns: int = DEFAULTS.max_turns
+    """Tries per Q&A item (feedback after a wrong answer)."""
+    concurrency: int = DEFAULTS.concurrency
+    """Episodes in flight (the backend batches their requests)."""
+    seed: int = DEFAULTS.seed
+    """Evaluation seed: with suite, item and episode it fixes every instance."""
+    run: Path | None = None
+    """Evaluate this run's trained policy (its model config, weights from <run>/policy)."""
+    checkpoint: int | None = None
+    """With --run: the step of a kept checkpoint instead of the latest policy."""
+    run_archive: Path | None = None
+    """envs suite: also evaluate the accepted environments of this run's archive."""
+    solver: bool = False
+    """envs suite: play each environment's scripted solution() instead of a model (sanity check)."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    out: Path | None = None
+    """Results folder (summary.json + <suite>.jsonl); default eval-results/<UTC time>."""
+    overwrite: bool = False
+    """Replace an existing --out folder."""
+    json: bool = False
+    """Print one JSON object per suite as the last lines of stdout instead of the table."""
+    list_tasks: bool = False
+    """List the Reasoning-Gym tasks with their category and exit."""
+
+
+@dataclass(frozen=True)
+class CompareArgs:
+    """Compare runs or evaluation results folders item by item (each with the first).
+
+    A run directory stands for its latest in-training evaluation (<run>/eval/step_N). Differences are
+    B − A over the items both scored, with a 95% bootstrap interval over items.
+    """
+
+    inputs: Annotated[tuple[Path, ...], tyro.conf.Positional] = ()
+    """Runs or results folders."""
+    json: bool = False
+    """Print one JSON object per suite and pair instead of the table."""
+
+
+def parse_param(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with a JSON value (plain text when it is not JSON)."""
+    key, eq, raw = text.partition("=")
+    if not eq or not key:
+        raise EvalError(f"--param takes KEY=VALUE (got {text!r}), e.g. --param max_terms=2")
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+def options(args: EvalArgs) -> EvalOptions:
+    """The evaluation options an invocation asks for."""
+    params: dict[str, Any] = {"preset": args.preset} if args.preset != "default" else {}
+    params.update(parse_param(p) for p in args.param)
+    return EvalOptions(
+        episodes=args.episodes,
+        limit=args.limit,
+        fewshot=args.fewshot,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_tokens=args.max_tokens,
+        max_turns=args.max_turns,
+        concurrency=args.concurrency,
+        seed=args.seed,
+        tasks=tuple(t for t in args.tasks.split(",") if t),
+        params=params,
+    )
+
+
+def _check(args: EvalArgs) -> None:
+    if not args.suites:
+        raise EvalError(f"name at least one suite: {', '.join(SUITES)} (e.g. `spade eval reasoning_gym`)")
+    if args.episodes < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.fewshot < 0:
+        raise EvalError("--episodes, --concurrency and --max-tokens must be >= 1 and --fewshot >= 0")
+    if args.solver and args.run is not None:
+        raise EvalError("choose one policy: --solver or --run")
+
+
+@contextmanager
+def _progress_bars(enabled: bool) -> Iterator[ProgressFactory]:
+    """A per-suite progress bar on stderr (a factory of no-op callbacks when disabled)."""
+    if not enabled:
+        yield lambda name: lambda done, total: None
+        return
+    bar = rp.Progress(
+        rp.TextColumn("{task.description}"),
+        rp.BarColumn(),
+        rp.MofNCompleteColumn(),
+        rp.TimeRemainingColumn(),
+        console=Console(stderr=True),
+    )
+
+    def factory(name: str) -> Progress:
+        task = bar.add_task(name, total=None)
+        return lambda done, total: bar.update(task, completed=done, total=total)
+
+    with bar:
+        yield factory
+
+
+def _source(args: EvalArgs) -> Any:
+    from spade.evals.policies import PolicySource  # noqa: PLC0415
+
+    if args.solver:
+        return PolicySource(kind="solver", seed=args.seed)
+    if args.run is not None:
+        return PolicySource(kind="run", run=args.run, checkpoint=args.checkpoint, seed=args.seed)
+    return PolicySource(kind="model", model=args.model, seed=args.seed)
+
+
+def run_eval(argv: Sequence[str]) -> int:
+    """``spade eval``: returns the exit status (0, or 2 on bad input)."""
+    args = tyro.cli(EvalArgs, args=list(argv), prog="spade eval")
+    from spade.evals import report  # noqa: PLC0415 - subcommands import what they need
+    from spade.evals.runner import SuiteRequest, evaluate, parse_suite  # noqa: PLC0415
+
+    try:
+        if args.list_tasks:
+            return _list_tasks()
+        _check(args)
+        opts = options(args)
+        requests = [
+            SuiteRequest(*_suite_options(parse_suite(s, opts.tasks), opts, args)) for s in args.suites
+        ]
+        out = args.out or Path("eval-results") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        with _progress_bars(sys.stderr.isatty() or not args.json) as bars:
+            reports = evaluate(requests, _source(args), out=out, overwrite=args.overwrite, progress=bars)
+    except EvalError as exc:
+        print(f"spade eval: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nspade eval: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    print(f"results: {out}", file=sys.stderr)
+    if args.json:
+        for r in reports:
+            print(json.dumps(r.to_dict(), sort_keys=True))
+    else:
+        report.print_table(report.eval_table(reports))
+        print(report.footer(reports))
+    return 0
+
+
+def _suite_options(
+    parsed: tuple[str, tuple[str, ...]], opts: EvalOptions, args: EvalArgs
+) -> tuple[str, EvalOptions]:
+    """One suite's options: its tasks, and for envs the run archive and the model's context window."""
+    name, tasks = parsed
+    params = dict(opts.params)
+    if name == "envs":
+        params.setdefault("context_tokens", args.model.max_context)
+        if args.run_archive is not None:
+            params["archive"] = str(args.run_archive)
+    elif args.run_archive is not None:
+        raise EvalError("--run-archive applies to the envs suite only")
+    return name, dataclasses.replace(opts, tasks=tasks, params=params)
+
+
+def _list_tasks() -> int:
+    from spade.evals.registry import make_suite  # noqa: PLC0415
+
+    make_suite("reasoning_gym")  # a missing package fails here with the install hint
+    from spade.evals.rg import all_tasks, category_of  # noqa: PLC0415
+
+    for name in all_tasks():
+        print(f"{name:<28} {category_of(name)}")
+    return 0
+
+
+def run_compare(argv: Sequence[str]) -> int:
+    """``spade compare``: returns the exit status (0, or 2 on bad input)."""
+    args = tyro.cli(CompareArgs, args=list(argv), prog="spade compare")
+    from spade.evals import report  # noqa: PLC0415
+    from spade.evals.compare import compare_paths  # noqa: PLC0415
+
+    try:
+        comparisons = compare_paths(args.inputs)
+    except EvalError as exc:
+        print(f"spade compare: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        for c in comparisons:
+            print(json.dumps(c.to_dict(), sort_keys=True))
+    else:
+        report.print_table(report.compare_table(comparisons))
+    return 0

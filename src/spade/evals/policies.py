@@ -1,0 +1,136 @@
+"""Which policy an evaluation scores: a model on any backend, a run's trained policy, or the scripted solver."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from spade.backends.scripted import ByteTemplate
+from spade.config import ConfigError, ModelConfig, to_dict
+from spade.evals.base import EvalError
+from spade.types import ChatTemplate, Completion, Policy, SamplingParams
+
+PolicyKind = Literal["model", "run", "solver"]
+
+
+class ScriptedSolver:
+    """Not a model: tells the ``envs`` suite to play each instance's own ``solution()``.
+
+    Other suites cannot use it; asked to sample, it answers with an error completion saying so.
+    """
+
+    def __init__(self) -> None:
+        self.template: ChatTemplate = ByteTemplate()
+
+    async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        """Error completions: the solver plays environments only."""
+        message = "the scripted solver only plays environments (suite envs)"
+        return [Completion("", (), (), "error", error=message) for _ in prompts]
+
+    def load_weights(self, path: Path) -> None:
+        """The solver has no weights."""
+        raise EvalError("the scripted solver has no weights to load")
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySource:
+    """Where the evaluated policy comes from."""
+
+    kind: PolicyKind = "model"
+    """'model': ``model`` as configured; 'run': a run's trained policy; 'solver': the scripted solver."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    run: Path | None = None
+    checkpoint: int | None = None
+    """'run': the step of a kept checkpoint (None: the latest exported policy, ``<run>/policy``)."""
+    seed: int = 0
+    """Seed of the policy's own sampling stream."""
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-safe description, recorded with the results."""
+        out: dict[str, Any] = {"kind": self.kind, "seed": self.seed}
+        if self.kind == "model":
+            out["model"] = to_dict(self.model)
+        if self.kind == "run":
+            out |= {"run": str(self.run), "checkpoint": self.checkpoint}
+        return out
+
+
+def run_weights(run: Path, checkpoint: int | None) -> tuple[ModelConfig, Path]:
+    """The run's model configuration and the folder of its trained policy.
+
+    Raises:
+        EvalError: not a run directory, or no policy (no update finished yet, or the checkpoint is gone).
+    """
+    from spade.rundir import RunDir  # noqa: PLC0415 - only runs need it
+
+    rd = RunDir(run)
+    try:
+        cfg = rd.load_config()
+    except (FileNotFoundError, ConfigError) as exc:
+        raise EvalError(f"{run} is not a readable run directory ({exc}); pass runs/<name>") from None
+    if checkpoint is None:
+        weights = run / "policy"
+        if not weights.is_dir() or not any(weights.iterdir()):
+            raise EvalError(
+                f"run {run} has no trained policy yet ({weights} is missing: no update has finished); "
+                "train it longer, or evaluate the base model without --run"
+            )
+        return cfg.model, weights
+    weights = rd.checkpoints / f"step_{checkpoint}" / "trainer" / "weights"
+    if not weights.is_dir():
+        kept = sorted(p.name for p in rd.checkpoints.glob("step_*"))
+        raise EvalError(
+            f"run {run} has no policy weights for checkpoint {checkpoint} (kept checkpoints: "
+            f"{', '.join(kept) or 'none'}; the scripted backend keeps none); omit --checkpoint for the latest"
+        )
+    return cfg.model, weights
+
+
+def load_policy(source: PolicySource, concurrency: int) -> Policy:
+    """Build the policy (engines batch up to ``concurrency`` sequences).
+
+    Raises:
+        EvalError: the model, engine or run cannot be loaded; the message says what to do.
+    """
+    if source.kind == "solver":
+        return ScriptedSolver()
+    from spade.backends import make_policy  # noqa: PLC0415 - heavy engines only when a model is used
+
+    model, weights = source.model, None
+    if source.kind == "run":
+        if source.run is None:
+            raise EvalError("policy kind 'run' needs a run directory (--run runs/<name>)")
+        model, weights = run_weights(source.run, source.checkpoint)
+    model = dataclasses.replace(model, max_concurrency=max(model.max_concurrency, concurrency))
+    if model.backend == "openai" and not model.base_url:
+        raise EvalError("model.backend 'openai' needs a server URL: --model.base-url http://HOST:PORT/v1")
+    try:
+        policy = make_policy(model, seed=source.seed)
+        if weights is not None:
+            policy.load_weights(weights)
+    except ModuleNotFoundError as exc:
+        raise EvalError(
+            f"backend {model.backend!r} needs the package {exc.name!r}: install it (see `make setup`)"
+        ) from None
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        raise EvalError(f"cannot load the policy ({model.backend} {model.model}): {exc}") from None
+    return policy
+
+
+async def preflight(policy: Policy) -> None:
+    """One tiny request, so that a server that is down fails before anything is written.
+
+    Raises:
+        EvalError: the policy cannot generate; the message carries its error.
+    """
+    if isinstance(policy, ScriptedSolver):
+        return
+    prompt = policy.template.render([{"role": "user", "content": "Hi"}], add_generation_prompt=True)
+    reply = (await policy.sample([prompt], SamplingParams(temperature=0.0, max_tokens=1)))[0]
+    if reply.finish_reason == "error":
+        raise EvalError(
+            f"the policy cannot generate: {reply.error}; check that the model or server is up and reachable"
+        )

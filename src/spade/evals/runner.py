@@ -1,0 +1,185 @@
+"""Evaluate one policy on one or more suites: the Python API behind ``spade eval`` and in-training evaluation.
+
+:func:`evaluate` checks every suite and its selection first (unknown names, missing packages and bad
+parameters fail before a model is loaded), builds the policy, sends one tiny request (a server that is down
+fails here), runs the suites one after another with every episode of a suite in flight under
+``opts.concurrency``, and writes the results folder atomically at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from spade.config import to_dict
+from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Suite
+from spade.evals.policies import PolicySource, ScriptedSolver, load_policy, preflight
+from spade.evals.registry import check_suite_name, make_suite
+from spade.evals.results import check_writable, write_results
+from spade.evals.stats import SuiteSummary, summarise
+from spade.evals.timing import TimedPolicy
+from spade.types import Policy
+
+ProgressFactory = Callable[[str], Progress]
+"""Given a suite name, the progress callback for that suite."""
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteRequest:
+    """One suite to run with its options."""
+
+    name: str
+    opts: EvalOptions = field(default_factory=EvalOptions)
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteReport:
+    """One suite's outcome."""
+
+    name: str
+    opts: EvalOptions
+    summary: SuiteSummary
+    items: list[ItemResult]
+    time_s: float
+    generation_s: float
+
+    @property
+    def in_flight_share(self) -> float:
+        """Fraction of the suite's wall time with a generation request in flight (running or queued)."""
+        return self.generation_s / self.time_s if self.time_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` object of the suite (summary, options, timing)."""
+        return {
+            **self.summary.to_dict(),
+            "options": to_dict(self.opts),
+            "time_s": round(self.time_s, 3),
+            "in_flight_share": round(self.in_flight_share, 4),
+            "measures_nothing": self.summary.measures_nothing,
+        }
+
+
+def parse_suite(spec: str, tasks: Sequence[str] = ()) -> tuple[str, tuple[str, ...]]:
+    """``name`` or ``name:task1,task2`` -> (name, tasks); ``tasks`` applies when the spec names none."""
+    name, _, listed = spec.partition(":")
+    chosen = tuple(t for t in listed.split(",") if t) if listed else tuple(tasks)
+    check_suite_name(name)
+    return name, chosen
+
+
+def prepare(requests: Sequence[SuiteRequest]) -> list[Suite]:
+    """Build every suite and check its selection (raises EvalError before any model work)."""
+    suites = []
+    for r in requests:
+        suite = make_suite(r.name)
+        check = getattr(suite, "check", None)
+        if callable(check):
+            check(r.opts)
+        suites.append(suite)
+    return suites
+
+
+async def arun(
+    policy: Policy,
+    requests: Sequence[SuiteRequest],
+    suites: Sequence[Suite] | None = None,
+    progress: ProgressFactory | None = None,
+) -> list[SuiteReport]:
+    """Run the suites on an already built policy (in-training evaluation calls this)."""
+    suites = list(suites) if suites is not None else prepare(requests)
+    reports = []
+    for request, suite in zip(requests, suites, strict=True):
+        timed = TimedPolicy(policy)
+        started = time.perf_counter()
+        callback = progress(request.name) if progress is not None else (lambda done, total: None)
+        # The solver is a marker the envs suite recognises, so it is passed on unwrapped.
+        items = await suite.run(
+            policy if isinstance(policy, ScriptedSolver) else timed, request.opts, callback
+        )
+        elapsed = time.perf_counter() - started
+        reports.append(
+            SuiteReport(
+                request.name, request.opts, summarise(request.name, items), items, elapsed, timed.generation_s
+            )
+        )
+    return reports
+
+
+def evaluate(
+    requests: Sequence[SuiteRequest | str],
+    policy: PolicySource | Policy | None = None,
+    *,
+    opts: EvalOptions | None = None,
+    out: Path | None = None,
+    overwrite: bool = False,
+    progress: ProgressFactory | None = None,
+) -> list[SuiteReport]:
+    """Evaluate a policy on suites and (with ``out``) write the results folder.
+
+    Args:
+        requests: suites as :class:`SuiteRequest` or ``"name"`` / ``"name:task1,task2"`` strings (strings
+            use ``opts``).
+        policy: a :class:`PolicySource` (default: the embedded model on the hf backend) or a built Policy.
+        opts: options for suites given as strings.
+        out: results folder (``summary.json`` + ``<suite>.jsonl``); None writes nothing.
+        overwrite: replace an existing ``out``.
+        progress: per-suite progress callbacks.
+
+    Raises:
+        EvalError: bad suite, task, parameter, policy or output folder; a policy that cannot generate.
+    """
+    base = opts or EvalOptions()
+    reqs = [r if isinstance(r, SuiteRequest) else SuiteRequest(*_named(r, base)) for r in requests]
+    if not reqs:
+        raise EvalError("name at least one suite (e.g. reasoning_gym, math, envs)")
+    source = policy if policy is not None else PolicySource()
+    if isinstance(source, PolicySource) and source.kind == "solver":
+        wrong = [r.name for r in reqs if r.name != "envs"]
+        if wrong:
+            raise EvalError(
+                f"the scripted solver only plays environments: drop {', '.join(wrong)} or use a model"
+            )
+    suites = prepare(reqs)
+    if out is not None:
+        check_writable(out, overwrite=overwrite)
+    built = (
+        load_policy(source, max(r.opts.concurrency for r in reqs))
+        if isinstance(source, PolicySource)
+        else source
+    )
+    reports = asyncio.run(_checked_run(built, reqs, suites, progress))
+    if out is not None:
+        write_results(
+            out, results_summary(reports, source), {r.name: r.items for r in reports}, overwrite=overwrite
+        )
+    return reports
+
+
+def _named(spec: str, base: EvalOptions) -> tuple[str, EvalOptions]:
+    name, tasks = parse_suite(spec, base.tasks)
+    return name, dataclasses.replace(base, tasks=tasks)
+
+
+async def _checked_run(
+    policy: Policy, reqs: Sequence[SuiteRequest], suites: Sequence[Suite], progress: ProgressFactory | None
+) -> list[SuiteReport]:
+    await preflight(policy)
+    return await arun(policy, reqs, suites, progress)
+
+
+def results_summary(reports: Sequence[SuiteReport], source: PolicySource | Policy) -> dict[str, Any]:
+    """The ``summary.json`` content: when, which policy, and every suite's figures."""
+    policy = source.describe() if isinstance(source, PolicySource) else {"kind": type(source).__name__}
+    if isinstance(source, ScriptedSolver):
+        policy = {"kind": "solver"}
+    return {
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "policy": policy,
+        "suites": [r.to_dict() for r in reports],
+    }

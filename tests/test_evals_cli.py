@@ -1,0 +1,164 @@
+"""`spade eval` / `spade compare` as a user runs them, and evaluation during and after training (scripted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spade import envs
+from spade.config import DesignerConfig, EvalConfig, ModelConfig, PlayConfig, RolloutConfig, TrainConfig
+from spade.evals.base import EvalOptions, ItemResult
+from spade.evals.policies import PolicySource
+from spade.evals.registry import SUITES
+from spade.evals.runner import evaluate
+from spade.rundir import RunDir
+from spade.train import train
+
+DATA = Path(__file__).parent / "eval_data"
+
+
+def scripted_run_config(tmp_path: Path, name: str, steps: int = 1, **over: object) -> TrainConfig:
+    """A small scripted self-play run (seconds)."""
+    return TrainConfig(
+        name=name,
+        runs_dir=tmp_path,
+        steps=steps,
+        model=ModelConfig(backend="scripted", scripted_behaviour="valid"),
+        play=PlayConfig(max_turns=6, turn_tokens=256, context_tokens=16384),
+        designer=DesignerConfig(envs_per_regen=3, regen_interval=2, skills_per_regen=1, max_tokens=4096),
+        rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4),
+        **over,  # type: ignore[arg-type]
+    )
+
+
+def spade(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spade.cli", *args], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def _one_line_error(out: subprocess.CompletedProcess[str], text: str) -> None:
+    assert out.returncode == 2, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, out.stderr
+    assert text in lines[0]
+
+
+def test_json_lines_and_per_item_results(tmp_path: Path) -> None:
+    out = spade("eval", f"envs:{DATA}", "--solver", "--episodes", "3", "--json", "--out", str(tmp_path / "r"))
+    assert out.returncode == 0, out.stderr
+    last = json.loads(out.stdout.strip().splitlines()[-1])
+    assert last["suite"] == "envs"
+    assert last["n"] == 6
+    assert last["score"] == 1.0
+    assert last["ci95"] == [1.0, 1.0]
+    assert set(last["by_category"]) == {"mathematical_reasoning"}
+    lines = (tmp_path / "r" / "envs.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    assert json.loads(lines[0])["detail"]["episodes"][0]["seed"] >= 2**31
+
+
+def test_readable_table_says_when_a_suite_measures_nothing(tmp_path: Path) -> None:
+    out = spade(
+        "eval", f"envs:{DATA}/quiz_one.py", "--model.backend", "scripted", "--model.scripted-behaviour",
+        "valid", "--param", "difficulty=0", "--out", str(tmp_path / "r"), "--max-tokens", "64",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "envs" in out.stdout
+    assert "score" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("eval", "bogus"), "unknown suite 'bogus'"),
+        (("eval",), "name at least one suite"),
+        (("eval", "reasoning_gym", "--tasks", "leg_countin"), "did you mean leg_counting"),
+        (("eval", "reasoning_gym", "--tasks", "arc_1d", "--preset", "easy"), "no easy preset"),
+        (("eval", "math", "--param", "nonsense"), "--param takes KEY=VALUE"),
+        (("eval", "envs", "--run", "/nonexistent/run"), "not a readable run directory"),
+        (("eval", "math", "--solver"), "only plays environments"),
+        (("compare", "/nonexistent/a"), "at least two"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
+    _one_line_error(spade(*args), message)
+
+
+@pytest.mark.slow  # loads a tokenizer through transformers in a subprocess (~10-30 s)
+def test_a_server_that_is_down_fails_before_anything_is_written(tmp_path: Path, tiny_dir: Path) -> None:
+    out = spade(
+        "eval", "math:chain_sum", "--model.backend", "openai", "--model.base-url", "http://127.0.0.1:9/v1",
+        "--model.model", str(tiny_dir), "--model.served-model", "m", "--model.request-retries", "0",
+        "--out", str(tmp_path / "r"),
+    )  # fmt: skip
+    _one_line_error(out, "the policy cannot generate")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_output_folder_is_kept(tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
+    _one_line_error(spade("eval", "envs", "--solver", "--out", str(tmp_path / "r")), "already exists")
+
+
+class BrokenSuite:
+    """A suite that always fails (in-training evaluation must survive it)."""
+
+    name = "broken"
+
+    async def run(self, policy: object, opts: EvalOptions, progress: object) -> list[ItemResult]:
+        raise RuntimeError("this suite is broken on purpose")
+
+
+def test_in_training_evaluation_rows_broken_suites_and_compare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(SUITES, "broken", f"{__name__}:BrokenSuite")
+    suites = (f"envs:{DATA}", "broken")
+    runs = []
+    for name, steps in (("short", 1), ("long", 3)):
+        ev = EvalConfig(every=2, suites=suites, episodes=8, limit=None)
+        runs.append(train(scripted_run_config(tmp_path, name=name, steps=steps, eval=ev)))
+    rows = RunDir(runs[1].root).read_metrics()
+    evals = [r for r in rows if "eval/envs/score" in r]
+    assert [r["step"] for r in evals] == [0, 2, 3]  # step 0, every 2 steps, and after the last step
+    assert all(r["eval/broken/error"] == 1.0 and r["eval/envs/error"] == 0.0 for r in evals)
+    assert "eval/envs/mathematical_reasoning/score" in evals[0]
+    assert sorted(p.name for p in (runs[1].root / "eval").iterdir()) == ["step_0", "step_2", "step_3"]
+    assert [r["step"] for r in rows if "agent/win_rate" in r] == [0, 1, 2]
+
+    out = spade("compare", str(runs[0].root), str(runs[1].root), "--json")
+    assert out.returncode == 0, out.stderr
+    (cmp,) = [json.loads(x) for x in out.stdout.splitlines()]
+    assert cmp["suite"] == "envs"
+    assert cmp["paired"] == 2
+    assert cmp["ci95"][0] <= cmp["diff"] <= cmp["ci95"][1]
+    table = spade("compare", str(runs[0].root), str(runs[1].root))
+    assert table.returncode == 0
+    assert "B − A" in table.stdout
+
+
+def test_a_runs_trained_policy_is_evaluated(tmp_path: Path) -> None:
+    run = train(scripted_run_config(tmp_path, name="r", steps=2))
+    out = spade("eval", f"envs:{DATA}", "--run", str(run.root), "--json", "--out", str(tmp_path / "e"))
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((tmp_path / "e" / "summary.json").read_text())
+    assert summary["policy"]["kind"] == "run"
+    _one_line_error(
+        spade("eval", "envs", "--run", str(run.root), "--checkpoint", "0", "--out", str(tmp_path / "x")),
+        "no policy weights for checkpoint 0",
+    )
+    archive = evaluate(
+        ["envs"], PolicySource(kind="solver"), opts=EvalOptions(params={"archive": str(run.root)})
+    )
+    origins = {r.detail["origin"] for r in archive[0].items}
+    assert origins == {f"archive:{run.root}"}
+    assert archive[0].summary.total.items > len(envs.names("games"))  # the warm start plus accepted designs
+    assert archive[0].summary.total.score == 1.0
+    empty = tmp_path / "empty"
+    RunDir(empty).create(scripted_run_config(tmp_path, name="empty"))
+    _one_line_error(spade("eval", "envs", "--run", str(empty)), "has no trained policy yet")
