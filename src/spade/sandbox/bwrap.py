@@ -26,10 +26,24 @@ def _needed_paths() -> list[str]:
 
 
 def _rebinds() -> list[str]:
+    """Bind the needed paths under hidden folders back, their parents made world-traversable (bwrap creates
+    them 0700, and after the per-instance UID drop nothing new could be imported through them)."""
     args: list[str] = []
+    made: set[str] = set()
+    bound: list[str] = []
     for path in _needed_paths():
-        if any(path == h or path.startswith(h + "/") for h in HIDDEN):
-            args += ["--ro-bind", path, path]
+        hidden = next((h for h in HIDDEN if path == h or path.startswith(h + "/")), None)
+        if hidden is None:
+            continue
+        parent = Path(path).parent
+        parents = [p for p in (parent, *parent.parents) if str(p).startswith(hidden + "/")]
+        for p in reversed(parents):
+            inside = any(str(p) == b or str(p).startswith(b + "/") for b in bound)
+            if str(p) not in made and not inside:  # nothing is made inside a read-only bind
+                made.add(str(p))
+                args += ["--perms", "0755", "--dir", str(p)]
+        bound.append(path)
+        args += ["--ro-bind", path, path]
     return args
 
 
