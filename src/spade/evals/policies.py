@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from spade.backends.scripted import ByteTemplate
-from spade.config import ConfigError, ModelConfig, to_dict
+from spade.config import ModelConfig, to_dict
+from spade.errors import SpadeError
 from spade.evals.base import EvalError
 from spade.types import ChatTemplate, Completion, Policy, SamplingParams
 
@@ -69,7 +70,7 @@ def run_weights(run: Path, checkpoint: int | None) -> tuple[ModelConfig, Path]:
     rd = RunDir(run)
     try:
         cfg = rd.load_config()
-    except (FileNotFoundError, ConfigError) as exc:
+    except (SpadeError, FileNotFoundError) as exc:
         raise EvalError(f"{run} is not a readable run directory ({exc}); pass runs/<name>") from None
     if checkpoint is None:
         weights = run / "policy"
@@ -107,6 +108,13 @@ def load_policy(source: PolicySource, concurrency: int) -> Policy:
     model = dataclasses.replace(model, max_concurrency=max(model.max_concurrency, concurrency))
     if model.backend == "openai" and not model.base_url:
         raise EvalError("model.backend 'openai' needs a server URL: --model.base-url http://HOST:PORT/v1")
+    if model.backend == "openai":  # a server that is down is one line now, not an outage wait later
+        from spade.preflight import SetupError, check_server  # noqa: PLC0415 - httpx only for servers
+
+        try:
+            check_server(model.base_url)
+        except SetupError as exc:
+            raise EvalError(f"the policy cannot generate: {exc}") from None
     try:
         policy = make_policy(model, seed=source.seed)
         if weights is not None:
