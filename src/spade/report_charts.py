@@ -91,10 +91,7 @@ def validity(rows: Rows) -> Chart | None:
         float(round(float(r.get("designer/valid_rate", 0.0)) * float(r["designer/envs"]))) for r in design
     ]
     ax.bar(steps, bottom, label="valid", color="#2a9d8f")
-    for k in reasons:
-        counts = [float(r.get(k, 0.0)) for r in design]
-        ax.bar(steps, counts, bottom=bottom, label=k.removeprefix("designer/rejected/"))
-        bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
+    _stack(ax, design, reasons, prefix="designer/rejected/", bottom=bottom)
     ax.set_ylabel("designs")
     _legend(ax)
     return Chart("validity", "Design validity by reason", _svg(fig))
@@ -121,15 +118,19 @@ def time_per_phase(rows: Rows) -> Chart | None:
     if not phases:
         return None
     fig, ax = _figure()
-    steps = [int(r["step"]) for r in rows]
-    bottom = [0.0] * len(rows)
-    for k in phases:
-        values = [float(r.get(k, 0.0)) for r in rows]
-        ax.bar(steps, values, bottom=bottom, label=k.removeprefix("time/"))
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    _stack(ax, rows, phases, prefix="time/", bottom=[0.0] * len(rows))
     ax.set_ylabel("seconds")
     _legend(ax)
     return Chart("time", "Time per phase", _svg(fig))
+
+
+def _stack(ax: Any, rows: Rows, keys: list[str], *, prefix: str, bottom: list[float]) -> None:
+    """One bar per key and step, stacked on ``bottom``, labelled without ``prefix``."""
+    steps = [int(r["step"]) for r in rows]
+    for k in keys:
+        values = [float(r.get(k, 0.0)) for r in rows]
+        ax.bar(steps, values, bottom=bottom, label=k.removeprefix(prefix))
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
 
 
 _LINE_CHARTS: tuple[tuple[str, str, Callable[[Rows], list[str]], str], ...] = (
