@@ -21,6 +21,7 @@ import numpy as np
 from spade import credit as cr
 from spade import distributed, resources, stopping
 from spade import rewards as rw
+from spade.backends import policy_metrics
 from spade.config import TrainConfig
 from spade.credit import EnvStats, PendingCredit
 from spade.evals.intrain import TrainEval
@@ -246,6 +247,7 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     _remember(cfg, c.memory, per_env, step, row)
     row.update(c.corpus.metrics())
     row.update(resources.metrics())
+    row.update(policy_metrics(c.policy))
     return row
 
 

@@ -24,11 +24,14 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from spade import prompts
 from spade.skills import GAME_SKILLS
 from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSample
+
+if TYPE_CHECKING:
+    from spade.config import ModelConfig
 
 Behaviour = Literal["valid", "broken", "hostile", "mixed"]
 
@@ -284,6 +287,12 @@ class ScriptedPolicy:
         self.base_skill = skill
         self.skill = skill
         self.requests = 0
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig, *, seed: int = 0) -> ScriptedPolicy:
+        """A policy with ``cfg.scripted``'s behaviour (deterministic: ``seed`` is unused)."""
+        del seed
+        return cls(behaviour=cfg.scripted.behaviour)
 
     async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         """One scripted completion per prompt (text bytes, logprob -1 per token)."""

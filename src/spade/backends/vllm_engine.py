@@ -106,8 +106,8 @@ class VLLMPolicy:
             max_context=cfg.max_context,
             max_batch=cfg.max_concurrency,
             seed=seed,
-            max_lora_rank=cfg.max_lora_rank,
-            kv_cache_gib=cfg.kv_cache_gib,
+            max_lora_rank=cfg.vllm.max_lora_rank,
+            kv_cache_gib=cfg.vllm.kv_cache_gib,
         )
 
     # -- Policy -----------------------------------------------------------------------------------------------
@@ -222,7 +222,7 @@ class VLLMPolicy:
         if rank > self.max_lora_rank:
             raise ValueError(
                 f"adapter {path} has rank {rank} but the engine accepts at most {self.max_lora_rank}; "
-                "raise model.max_lora_rank (or set it to 0 to merge adapters into full weights)"
+                "raise model.vllm.max_lora_rank (or set it to 0 to merge adapters into full weights)"
             )
         self._versions += 1
         request = LoRARequest(
