@@ -40,9 +40,11 @@ WEATHER = {
 
 
 @contextmanager
-def standin(mode: str, arg: float | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A stand-in server process; yields (base URL, process) and kills it afterwards."""
-    port = free_port()
+def standin(
+    mode: str, arg: float | None = None, *, port: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A stand-in server process (on ``port``, default a free one); yields (base URL, process), kills it after."""
+    port = port or free_port()
     cmd = [sys.executable, str(STANDIN), str(port), mode, *([] if arg is None else [str(arg)])]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -36,14 +36,14 @@ def _require(ok: bool, message: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class OpenAIConfig:
-    """The ``openai`` backend: one or more OpenAI-compatible servers (a generation fleet)."""
+    """The openai backend: one or more OpenAI-compatible servers (a generation fleet)."""
 
     base_urls: tuple[str, ...] = ()
     """Server URLs ending in /v1, space- or comma-separated (several: requests go to the endpoint with the
     fewest in flight; a dead endpoint's requests are retried on the others)."""
     served_model: str = ""
-    """Model name sent to the servers (empty: the first the first server lists); `model.model` gives the
-    tokenizer."""
+    """Model name sent to the servers (empty: the first model the first answering server lists);
+    `model.model` gives the tokenizer."""
     api_key_env: str = "OPENAI_API_KEY"
     """Environment variable holding the API key (unset: a placeholder local servers accept)."""
     request_timeout_s: float = 120.0
@@ -73,7 +73,7 @@ class OpenAIConfig:
 
 @dataclass(frozen=True, slots=True)
 class VLLMConfig:
-    """The ``vllm`` backend: a vLLM engine inside the training process."""
+    """The vllm backend: a vLLM engine inside the training process."""
 
     max_lora_rank: int = 0
     """Largest LoRA rank hot-loaded as an adapter; 0: no LoRA kernels, adapters merged on load."""
@@ -83,7 +83,7 @@ class VLLMConfig:
 
 @dataclass(frozen=True, slots=True)
 class ScriptedConfig:
-    """The ``scripted`` backend: a deterministic test double (no model)."""
+    """The scripted backend: a deterministic test double (no model)."""
 
     behaviour: Literal["valid", "broken", "hostile", "mixed"] = "mixed"
     """What its designer emits."""

@@ -59,18 +59,14 @@ from spade.backends.openai_parse import (
     json_answer,
     server_message,
 )
+from spade.backends.weight_sync import sync_endpoint, weights_at
 from spade.config import ModelConfig
 from spade.errors import SpadeError
 from spade.types import ChatTemplate, Completion, Message, SamplingParams, ToolSchema
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-ADAPTER_PREFIX = "spade-adapter-"
 
 __all__ = ["ChatReply", "ModelServerDownError", "OpenAIPolicy", "RequestFailedError"]
-
-
-class EndpointUnreachableError(RequestFailedError):
-    """A control request (weight sync) that got no answer: the endpoint is down, not refusing."""
 
 
 class ModelServerDownError(SpadeError):
@@ -238,17 +234,7 @@ class OpenAIPolicy:
             RequestFailedError: no endpoint took the weights (e.g. a server started without runtime LoRA
                 updating, or every endpoint down); the served weights stay as they were.
         """
-        path = Path(path).resolve()
-        version = self._weights.version + 1
-        if (path / "adapter_config.json").is_file():
-            target = Weights("adapter", path, f"{ADAPTER_PREFIX}{version}", version)
-        elif (path / "config.json").is_file():
-            target = Weights("full", path, "", version)
-        else:
-            raise FileNotFoundError(
-                f"{path} holds neither adapter_config.json (a LoRA adapter) nor config.json (a model "
-                "folder); pass a folder written by Trainer.export_weights"
-            )
+        target = weights_at(Path(path).resolve(), self._weights.version + 1)
         if self._weights.kind != "adapter":
             self._base_model = self.model
         previous, self._weights = self._weights, target
@@ -257,14 +243,14 @@ class OpenAIPolicy:
             if not endpoint.up:
                 continue  # brought up to date when a probe finds it back
             try:
-                self._sync(endpoint)
+                self._sync(endpoint, None)
                 synced += 1
             except RequestFailedError as exc:
                 last = str(exc)
                 self.fleet.mark_down(endpoint)
         if not synced:
             self._weights = previous
-            raise RequestFailedError(f"no endpoint took the new weights {path}: {last}")
+            raise RequestFailedError(f"no endpoint took the new weights {target.path}: {last}")
         self.model = target.name or self._base_model
 
     def metrics(self) -> dict[str, float]:
@@ -484,45 +470,5 @@ class OpenAIPolicy:
         delay = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
         return float(delay * (0.5 + 0.5 * self._rng.random()))
 
-    # -- weight sync -----------------------------------------------------------------------------------------
-
-    def _sync(self, endpoint: Endpoint, listed: set[str] | None = None) -> None:
-        """Bring ``endpoint`` to ``self._weights`` (``listed``: the model ids it serves, when probed).
-
-        Raises:
-            EndpointUnreachableError: no answer. RequestFailedError: the server refused.
-        """
-        w = self._weights
-        if w.kind == "adapter":
-            if listed is None or w.name not in listed:
-                self._control(
-                    endpoint, "/v1/load_lora_adapter", {"lora_name": w.name, "lora_path": str(w.path)}
-                )
-        elif w.kind == "full":  # also on every probe: a restarted server is back at its start-up weights
-            self._control(
-                endpoint,
-                "/collective_rpc",
-                {"method": "reload_weights", "kwargs": {"weights_path": str(w.path)}},
-            )
-            self._control(endpoint, "/reset_prefix_cache", {})
-        stale = {endpoint.adapter} if listed is None else {m for m in listed if m.startswith(ADAPTER_PREFIX)}
-        for name in sorted(stale - {"", w.name}):  # the new weights replace the previous adapter
-            self._control(endpoint, "/v1/unload_lora_adapter", {"lora_name": name})
-        endpoint.adapter, endpoint.version = w.name, w.version
-
-    def _control(self, endpoint: Endpoint, path: str, body: dict[str, Any]) -> None:
-        """A synchronous control request to a server root (weight sync happens between sampling phases)."""
-        url = endpoint.root + path
-        try:
-            response = httpx.post(
-                url, json=body, timeout=self.timeout_s, headers={"Authorization": f"Bearer {self.api_key}"}
-            )
-        except httpx.TransportError as exc:
-            raise EndpointUnreachableError(f"{url}: {type(exc).__name__}: {exc}; is the server up?") from None
-        if response.status_code == 404:
-            raise RequestFailedError(
-                f"{url} is not served: start vLLM with --enable-lora, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "
-                "and VLLM_SERVER_DEV_MODE=1 (spade.backends.vllm_server.launch_vllm_server does)"
-            )
-        if response.status_code >= 400:
-            raise RequestFailedError(f"{url}: HTTP {response.status_code}: {server_message(response)}")
+    def _sync(self, endpoint: Endpoint, listed: set[str] | None) -> None:
+        sync_endpoint(endpoint, self._weights, listed, api_key=self.api_key, timeout_s=self.timeout_s)

@@ -287,6 +287,8 @@ class ScriptedPolicy:
         self.base_skill = skill
         self.skill = skill
         self.requests = 0
+        self.policy_version = 0
+        """Weight loads applied (stamped on every completion)."""
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, *, seed: int = 0) -> ScriptedPolicy:
@@ -321,12 +323,14 @@ class ScriptedPolicy:
             logprobs_T=tuple(-1.0 for _ in ids),
             finish_reason=finish,
             prompt_tokens=len(prompt.encode()),
+            policy_version=self.policy_version,
         )
 
     def load_weights(self, path: Path) -> None:
         """Read the skill written by :class:`ScriptedTrainer`."""
         state = json.loads((path / "scripted_policy.json").read_text())
         self.skill = float(state["skill"])
+        self.policy_version += 1
 
 
 class ScriptedTrainer:
