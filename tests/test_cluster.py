@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -230,3 +231,79 @@ def test_two_node_train_plays_on_both_nodes_and_survives_a_killed_worker(
     assert len(rows) == 3
     # the lost worker changed nothing the agent saw: the run equals the local-sandbox run
     assert _stable(rows) == _stable(expected)
+    glossary = (Path(__file__).parents[1] / "docs" / "metrics.md").read_text()
+    documented = set(re.findall(r"`([a-z_]+(?:/[A-Za-z_<>]+)*)`", glossary))
+    families = tuple(d.split("<")[0] for d in documented if "<" in d)
+    logged = {k for r in rows for k in r if k.startswith("cluster/")}
+    assert not {k for k in logged if k not in documented and not k.startswith(families)}
+
+
+NOT_SEEDED = """
+import random
+from spade.env import TextEnv
+
+class Drifts(TextEnv):
+    \"\"\"Draws from the process-wide RNG: a rebuilt instance does not repeat itself.\"\"\"
+    max_turns = 5
+
+    def _reset(self, options):
+        return f"value {random.random()}", {}
+
+    def step(self, action):
+        return self.end_turn("ok", 0.0)
+
+ENV = Drifts
+"""
+
+
+def test_auto_address_without_a_cluster_and_a_dead_address_are_one_line_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spade.cluster import ray_runner  # noqa: PLC0415
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray_runner, "CURRENT_CLUSTER", tmp_path / "none")
+    with pytest.raises(ClusterError, match=r"no Ray cluster runs on this machine.*ray start --head"):
+        ray_runner.resolve_address("auto")
+    (tmp_path / "none").write_text("10.0.0.7:6379\n")
+    assert ray_runner.resolve_address("auto") == "10.0.0.7:6379"
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.8:6379")
+    assert ray_runner.resolve_address("auto") == "10.0.0.8:6379"
+    assert ray_runner.resolve_address("h:1") == "h:1"
+    with pytest.raises(ClusterError, match=r"no Ray cluster answers at '127\.0\.0\.1:1'") as info:
+        ray_runner.RayRunner(ClusterConfig(backend="ray", address="127.0.0.1:1"), Limits())
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.ray
+@pytest.mark.xdist_group("ray")
+def test_a_killed_worker_moves_its_episodes_and_refuses_a_replay_that_diverges(two_nodes: Any) -> None:
+    import ray  # noqa: PLC0415
+
+    from spade.cluster.ray_runner import RayRunner  # noqa: PLC0415
+    from spade.sandbox import SandboxError  # noqa: PLC0415
+
+    good = seed_sources("games")[0].code
+    cfg = ClusterConfig(backend="ray", address=two_nodes.address, workers=2, cpus_per_worker=1)
+    with RayRunner(cfg, Limits(call_timeout_s=2.0, load_timeout_s=4.0)) as runner:
+        assert len(set(runner.nodes)) == 2  # one worker per node (each node offers one CPU)
+        envs = [runner.open(src, filename=f"<{i}>") for i, src in enumerate([good, good, good, NOT_SEEDED])]
+        for env in envs:
+            env.reset(seed=7)
+        for env in envs[:3]:
+            env.step("\\boxed{1}")
+        assert {envs[0].node, envs[1].node} == set(runner.nodes)  # least loaded: the first two alternate
+        victim = envs[3].actor  # the drifting env and envs[1] share this worker
+        ray.kill(victim)
+        assert envs[1].actor is victim
+        for env in envs[:3]:
+            assert len(env.step("\\boxed{2}")) == 5  # moved (if it had to) and went on
+        with pytest.raises(SandboxError, match="not deterministic"):
+            envs[3].step("x")
+        row = runner.metrics()
+        for env in envs:
+            env.close()
+    assert row["cluster/actors_lost"] == 1.0
+    assert row["cluster/retries"] == 2.0  # envs[1] and envs[3]
+    assert row["cluster/workers_live"] == 1.0
+    assert row["cluster/nodes_live"] == 1.0

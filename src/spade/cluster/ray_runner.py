@@ -15,11 +15,15 @@ worker in ``cluster/actors_lost``. Only this module imports Ray, and only when t
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
+import socket
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -182,6 +186,11 @@ class RemoteInstance:
         """Label of the node holding the instance now."""
         return self._worker.node if self._worker is not None else ""
 
+    @property
+    def actor(self) -> Any:
+        """The Ray actor handle of the worker holding the instance now (None once closed)."""
+        return self._worker.handle if self._worker is not None else None
+
     async def start(self) -> None:
         """Open the instance on the least loaded live worker, moving on when a worker is lost."""
         while True:
@@ -320,7 +329,9 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _connect(cfg: ClusterConfig) -> None:
-    """Join the Ray cluster at ``cfg.address`` ('' starts a private one)."""
+    """Join the Ray cluster at ``cfg.address`` ('' starts a private one); ClusterError when none answers."""
+    if cfg.address:
+        _probe(resolve_address(cfg.address))  # ray.init retries an unreachable address for ever
     try:
         ray.init(
             address=cfg.address or None,
@@ -330,10 +341,34 @@ def _connect(cfg: ClusterConfig) -> None:
             include_dashboard=False if not cfg.address else None,
         )
     except ConnectionError as exc:
-        raise ClusterError(
-            f"no Ray cluster at cluster.address={cfg.address!r} ({exc}); start one with `ray start --head` "
-            "or pass --cluster.address '' for a private one-node Ray"
-        ) from None
+        raise ClusterError(f"no Ray cluster at cluster.address={cfg.address!r} ({exc}); {_HOW}") from None
+
+
+_HOW = "start one with `ray start --head` or pass --cluster.address '' for a private one-node Ray"
+
+CURRENT_CLUSTER = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+"""Where `ray start --head` records its address on this machine (what Ray's 'auto' reads)."""
+
+
+def resolve_address(address: str) -> str:
+    """HOST:PORT of the cluster's head: ``address`` itself, or for 'auto' $RAY_ADDRESS or this machine's."""
+    if address != "auto":
+        return address
+    found = os.environ.get("RAY_ADDRESS", "")
+    if not found and CURRENT_CLUSTER.is_file():
+        found = CURRENT_CLUSTER.read_text().strip()
+    if not found:
+        raise ClusterError(f"cluster.address='auto' but no Ray cluster runs on this machine; {_HOW}")
+    return found
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+            return
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"no Ray cluster answers at {address!r} ({exc}); {_HOW}") from None
 
 
 def _start_workers(cfg: ClusterConfig, limits: Limits) -> list[_Worker]:
