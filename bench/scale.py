@@ -9,8 +9,11 @@ function, with three runners:
 * ``episodes_per_s_ray_2``: two Ray worker actors, spread over a two-node local Ray cluster (real
   ``ray start`` processes, 1 CPU each; ``ray_nodes_used`` counts the nodes that played).
 
-It also measures the per-call costs the step-time model in docs/scaling.md uses: ``call_ms_local`` and
-``call_ms_ray`` (one env call, no CPU burn, one play at a time) and ``step_cpu_ms`` (the burn itself).
+It also measures the per-call costs the step-time model in docs/scaling.md uses, with a burner of no CPU
+and one play at a time: ``call_ms_local`` / ``call_ms_ray``, the wall time of one environment call (open,
+reset, step or close, with the scripted policy's turn) and ``driver_cpu_ms_per_call_local`` /
+``driver_cpu_ms_per_call_ray``, the CPU the training process spends per call; and ``step_cpu_ms``, the
+burn of one step.
 Figures are medians over ``--repeats``. On a 2-core machine the Ray figures cannot scale: both nodes share
 the same two cores with the driver.
 
@@ -83,9 +86,17 @@ def measure(runner: EnvRunner, args: argparse.Namespace) -> dict[str, float]:
         args.episodes / play_once(runner, heavy, args.episodes, args.concurrent, args.turns)
         for _ in range(args.repeats)
     ]
-    calls = 1 + args.turns  # reset + steps (open and close are extra, counted in the per-call cost)
-    per_call = [play_once(runner, light, 4, 1, args.turns) / (4 * calls) for _ in range(args.repeats)]
-    return {"episodes_per_s": statistics.median(rates), "call_ms": 1000 * statistics.median(per_call)}
+    calls = 3 + args.turns  # open, reset, the steps, close
+    per_call, cpu_per_call = [], []
+    for _ in range(args.repeats):
+        cpu0 = time.process_time()
+        per_call.append(play_once(runner, light, 8, 1, args.turns) / (8 * calls))
+        cpu_per_call.append((time.process_time() - cpu0) / (8 * calls))
+    return {
+        "episodes_per_s": statistics.median(rates),
+        "call_ms": 1000 * statistics.median(per_call),
+        "driver_cpu_ms_per_call": 1000 * statistics.median(cpu_per_call),
+    }
 
 
 def step_cpu_ms(step_ms: float) -> float:
@@ -107,6 +118,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with Sandbox(limits) as sandbox:
         local = measure(sandbox, args)
     out["episodes_per_s_local"], out["call_ms_local"] = local["episodes_per_s"], local["call_ms"]
+    out["driver_cpu_ms_per_call_local"] = local["driver_cpu_ms_per_call"]
     from spade.cluster.ray_runner import RayRunner  # noqa: PLC0415 - Ray only for these figures
 
     with LocalRayCluster([NodeSpec(1), NodeSpec(1, {"node_b": 1})]) as cluster:
@@ -118,9 +130,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 played = runner.metrics()
             out[f"episodes_per_s_ray_{n}"] = figures["episodes_per_s"]
             out[f"call_ms_ray_{n}"] = figures["call_ms"]
+            out[f"driver_cpu_ms_per_call_ray_{n}"] = figures["driver_cpu_ms_per_call"]
             nodes = sum(1 for k, v in played.items() if k.startswith("cluster/instances/") and v > 0)
             out["ray_nodes_used" if n == 2 else "ray_nodes_used_1"] = nodes
     out["call_ms_ray"] = out.pop("call_ms_ray_1")
+    out["driver_cpu_ms_per_call_ray"] = out.pop("driver_cpu_ms_per_call_ray_1")
+    del out["call_ms_ray_2"], out["driver_cpu_ms_per_call_ray_2"]
     return out
 
 
