@@ -18,7 +18,7 @@ from spade.cluster.placement import ClusterError, ClusterLedger, node_label, par
 from spade.cluster.worker import EnvWorker
 from spade.config import ClusterConfig, ConfigError, TrainConfig
 from spade.memory import seed_sources
-from spade.sandbox import Limits
+from spade.sandbox import Limits, Sandbox
 from spade.types import Completion, SamplingParams
 
 # -- pure parts ---------------------------------------------------------------------------------------------
@@ -287,6 +287,9 @@ def test_a_killed_worker_moves_its_episodes_and_refuses_a_replay_that_diverges(t
     cfg = ClusterConfig(backend="ray", address=two_nodes.address, workers=2, cpus_per_worker=1)
     with RayRunner(cfg, Limits(call_timeout_s=2.0, load_timeout_s=4.0)) as runner:
         assert len(set(runner.nodes)) == 2  # one worker per node (each node offers one CPU)
+        assert runner.layers["process"]
+        with Sandbox(Limits()) as here:  # same machine: the workers' sandboxes have this one's layers
+            assert runner.layers == here.layers
         envs = [runner.open(src, filename=f"<{i}>") for i, src in enumerate([good, good, good, NOT_SEEDED])]
         for env in envs:
             env.reset(seed=7)

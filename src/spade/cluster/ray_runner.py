@@ -35,7 +35,7 @@ from spade.cluster.placement import ClusterError, ClusterLedger, node_label, par
 from spade.cluster.worker import REPLAYED_OPS, EnvWorker, Op, Reply
 from spade.config import CheckerConfig, ClusterConfig, WinRule
 from spade.env import StepResult
-from spade.sandbox import EnvMeta, Limits, SandboxError
+from spade.sandbox import LAYER_NAMES, EnvMeta, Limits, SandboxError
 
 T = TypeVar("T")
 
@@ -65,13 +65,18 @@ class RayRunner:
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             _connect(cfg)
-        self._workers = _start_workers(cfg, limits)
+        try:
+            self._workers, self._layers = _start_workers(cfg, limits)
+        except BaseException:
+            if self._owns_ray:
+                ray.shutdown()
+            raise
 
     # -- EnvRunner ------------------------------------------------------------------------------------------
     @property
     def layers(self) -> dict[str, bool]:
-        """Isolation layers are the workers' sandboxes' (reported by ``spade check`` on each node)."""
-        return {}
+        """Isolation layers active in every worker's sandbox (one worker without a layer turns it off)."""
+        return dict(self._layers)
 
     def open(self, source: str, *, filename: str = "<env>", max_turns: int | None = None) -> RemoteInstance:
         """Sync :meth:`aopen` (for threads without a running event loop)."""
@@ -120,7 +125,8 @@ class RayRunner:
         workers, self._workers = self._workers, []
         stops = [w.handle.shutdown.remote() for w in workers if w.alive]
         try:
-            ray.wait(stops, num_returns=len(stops), timeout=10.0)
+            if stops:
+                ray.wait(stops, num_returns=len(stops), timeout=10.0)
         finally:
             for w in workers:
                 ray.kill(w.handle)
@@ -371,8 +377,11 @@ def _probe(address: str, timeout_s: float = 5.0) -> None:
         raise ClusterError(f"no Ray cluster answers at {address!r} ({exc}); {_HOW}") from None
 
 
-def _start_workers(cfg: ClusterConfig, limits: Limits) -> list[_Worker]:
-    """Start ``cfg.workers`` actors and learn their nodes; ClusterError when Ray cannot place them."""
+def _start_workers(cfg: ClusterConfig, limits: Limits) -> tuple[list[_Worker], dict[str, bool]]:
+    """Start ``cfg.workers`` actors; their nodes and the layers all their sandboxes have.
+
+    Raises ClusterError when Ray cannot place them within ``cfg.start_timeout_s``.
+    """
     actor: Any = ray.remote(_RayEnvWorker)  # ActorClass: its .options() is untyped
     token = secrets.token_hex(3)
     handles: list[Any] = [
@@ -388,6 +397,9 @@ def _start_workers(cfg: ClusterConfig, limits: Limits) -> list[_Worker]:
     ]
     try:
         nodes = ray.get([h.node_id.remote() for h in handles], timeout=cfg.start_timeout_s)
+        layers: list[dict[str, bool]] = ray.get(
+            [h.layers.remote() for h in handles], timeout=cfg.start_timeout_s
+        )
     except (GetTimeoutError, RayActorError) as exc:
         for h in handles:
             ray.kill(h)
@@ -397,4 +409,5 @@ def _start_workers(cfg: ClusterConfig, limits: Limits) -> list[_Worker]:
             f"within {cfg.start_timeout_s:.0f}s ({type(exc).__name__}); `ray status` shows what is free: "
             "lower cluster.workers or cluster.cpus_per_worker, or add nodes"
         ) from None
-    return [_Worker(h, node_label(n)) for h, n in zip(handles, nodes, strict=True)]
+    common = {name: all(each.get(name, False) for each in layers) for name in LAYER_NAMES}
+    return [_Worker(h, node_label(n)) for h, n in zip(handles, nodes, strict=True)], common

@@ -96,6 +96,10 @@ class EnvWorker:
         """Run the validation ladder on ``source`` in this worker's sandbox."""
         return check_env(source, self._sandbox, config, seed=seed, win=win, filename=filename)
 
+    def layers(self) -> dict[str, bool]:
+        """The isolation layers of this worker's sandbox."""
+        return self._sandbox.layers
+
     def live_instances(self) -> int:
         """Instances open now."""
         with self._lock:
