@@ -79,6 +79,25 @@ def test_cluster_config_errors_say_the_fix(over: dict[str, Any], message: str) -
         TrainConfig(cluster=ClusterConfig(**over))
 
 
+def test_cluster_flags_parse_and_round_trip_through_the_saved_config() -> None:
+    from spade.config import from_json, to_json  # noqa: PLC0415
+    from spade.train_cli import parse_config  # noqa: PLC0415
+
+    cfg, _ = parse_config(
+        ["--model.backend", "scripted", "--cluster.backend", "ray", "--cluster.address", "10.0.0.7:6379",
+         "--cluster.workers", "16", "--cluster.cpus-per-worker", "4", "--cluster.worker-resources", "spade_env=4"]
+    )  # fmt: skip
+    assert cfg.cluster == ClusterConfig(
+        backend="ray",
+        address="10.0.0.7:6379",
+        workers=16,
+        cpus_per_worker=4.0,
+        worker_resources=("spade_env=4",),
+    )
+    assert from_json(to_json(cfg)) == cfg
+    assert TrainConfig().cluster.backend == "local"
+
+
 def test_ray_backend_without_ray_is_one_line_with_the_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
