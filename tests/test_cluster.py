@@ -20,6 +20,7 @@ from spade.config import ClusterConfig, ConfigError, TrainConfig
 from spade.memory import seed_sources
 from spade.sandbox import Limits, Sandbox
 from spade.types import Completion, SamplingParams
+from test_train import scripted_config
 
 # -- pure parts ---------------------------------------------------------------------------------------------
 
@@ -205,9 +206,6 @@ def test_two_node_train_plays_on_both_nodes_and_survives_a_killed_worker(
 ) -> None:
     import spade.backends  # noqa: PLC0415
     from spade.train import train  # noqa: PLC0415
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_train import scripted_config  # noqa: PLC0415
 
     local_cfg = scripted_config(tmp_path, "valid", name="local", steps=3)
     ray_cfg = dataclasses.replace(
