@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spade import designer, tool_prompts, transcripts
+from spade import designer, procedural, tool_prompts, transcripts
 from spade.actions import last_boxed, strip_reasoning
 from spade.backends.batching import BatchingPolicy
 from spade.checker import CheckReport, Finding, FindingCode, check_env
@@ -152,12 +152,18 @@ def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
     sampler = None
     if cfg.mode == "selfplay" and cfg.corpus.enabled:
         sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=derive_seed(cfg.seed, "corpus"))
-    with Sandbox(limits=cfg.sandbox) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
+    limits = cfg.sandbox
+    if cfg.mode == "procedural":  # the task environments import reasoning_gym inside the sandbox
+        limits = procedural.sandbox_limits(limits)
+    with Sandbox(limits=limits) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
         yield Components(run, policy, trainer, runner, memory, sampler, _pool(cfg), cfg.transcripts)
 
 
 def _pool(cfg: TrainConfig) -> list[EnvSource]:
-    """The warm-start / fixed-pool environments: the seed library, a run's archive, or a folder of files."""
+    """The warm-start / fixed-pool environments: the seed library, a run's archive, or a folder of files;
+    in procedural mode the Reasoning-Gym task environments."""
+    if cfg.mode == "procedural":
+        return procedural.sources(cfg.procedural)
     if not cfg.pool:
         return seed_sources(cfg.designer.setting)
     folder = Path(cfg.pool)
