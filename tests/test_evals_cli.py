@@ -180,7 +180,12 @@ def test_eval_with_several_runs_prints_the_same_comparison_as_compare(tmp_path: 
     assert fresh.returncode == 0, fresh.stderr
     assert sorted(p.name for p in out.iterdir()) == ["1-a", "2-b"]
     (cmp,) = [json.loads(x) for x in fresh.stdout.splitlines()]
-    assert (cmp["suite"], cmp["paired"]) == ("envs", 2)
+    assert (cmp["suite"], cmp["a_results"], cmp["b_results"], cmp["paired"]) == (
+        "envs",
+        str(out / "1-a"),
+        str(out / "2-b"),
+        2,
+    )
     assert fresh.stdout == spade("compare", str(out / "1-a"), str(out / "2-b"), "--json").stdout
     table = spade("eval", "--run", str(a), "--run", str(b))
     assert table.returncode == 0
