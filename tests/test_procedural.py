@@ -155,9 +155,10 @@ def test_solution_wins_and_a_wrong_answer_gets_feedback_then_loses(rg_sandbox: S
         assert (reward, terminated, truncated) == (0.0, False, False)
         obs, reward, terminated, _, _ = env.step("not a number")
         assert (obs, reward, terminated) == ("Incorrect.", 0.0, True)
-    with rg_sandbox.open(code) as env:  # the evaluation suite's answer tags are read too
-        env.reset(seed=11, options={"difficulty": 1})
-        assert env.step(f"so <answer>{answer}</answer>")[1] == 1.0
+    for typed in (f"so <answer>{answer}</answer>", f"\\boxed{{ {answer} }}"):  # answer tags, a typed box
+        with rg_sandbox.open(code) as env:
+            env.reset(seed=11, options={"difficulty": 1})
+            assert env.step(typed)[1] == 1.0
 
 
 def test_worked_demonstrations_are_solved_episodes_at_the_played_level(rg_sandbox: Sandbox) -> None:
@@ -171,6 +172,22 @@ def test_worked_demonstrations_are_solved_episodes_at_the_played_level(rg_sandbo
     assert len(demo.turns) == 1
     assert demo.final == "Correct!"
     assert "how many legs" in demo.turns[0][0]
+
+
+def test_spade_play_plays_a_task_in_the_sandbox_at_a_level() -> None:
+    def play(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "spade.cli", "play", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+    won = play("rg:chain_sum", "--solver", "scripted", "--seed", "3", "--difficulty", "2")
+    assert won.returncode == 0, won.stderr
+    assert "Result: won (reward +1.00)" in won.stdout
+    bad = play("rg:chain_summ")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        "spade play: rg:chain_summ: 'chain_summ' is not a Reasoning-Gym task; did you mean chain_sum, "
+        "decimal_chain_sum? (`spade eval --list-tasks`)"
+    ]
 
 
 # -- configuration -------------------------------------------------------------------------------------------

@@ -55,21 +55,19 @@ def task_of(env: str) -> str:
 # -- configuration checks (called by spade.config.validate) -------------------------------------------------
 
 
-def task_problem(tasks: Sequence[str]) -> str:
-    """'' when every task is a Reasoning-Gym task, else one line saying what is wrong and how to fix it."""
+def task_problem(tasks: Sequence[str], where: str = "procedural.tasks") -> str:
+    """'' when every task is a Reasoning-Gym task, else one line (naming ``where``) saying how to fix it."""
     try:
         from reasoning_gym.factory import DATASETS  # noqa: PLC0415 - optional package, imported on use
     except ImportError:
         return INSTALL_HINT
     if not tasks:
-        return "procedural.tasks is empty: name at least one Reasoning-Gym task"
+        return f"{where} is empty: name at least one Reasoning-Gym task"
     for name in tasks:
         if name not in DATASETS:
             close = difflib.get_close_matches(name, list(DATASETS), n=3)
             hint = f"did you mean {', '.join(close)}? " if close else ""
-            return (
-                f"procedural.tasks: {name!r} is not a Reasoning-Gym task; {hint}(`spade eval --list-tasks`)"
-            )
+            return f"{where}: {name!r} is not a Reasoning-Gym task; {hint}(`spade eval --list-tasks`)"
     return ""
 
 
@@ -123,6 +121,7 @@ the generator's item for the episode seed; answers are scored by the package's s
 """
 
 import json
+import re
 
 import reasoning_gym
 from reasoning_gym.utils import extract_answer
@@ -149,7 +148,8 @@ class ReasoningGymTask(TextEnv):
 
     def step(self, action):
         text = str(action)
-        answer = extract_answer(text) if "<answer>" in text else text.strip()
+        boxed = re.findall(r"\\\\boxed\\{{([^{{}}]*)\\}}", text)
+        answer = boxed[-1].strip() if boxed else extract_answer(text) if "<answer>" in text else text.strip()
         try:
             score = float(self.data.score_answer(answer, entry=self.entry))
         except Exception:  # the package's scorers raise on some malformed answers: a wrong answer
