@@ -152,10 +152,10 @@ def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
     sampler = None
     if cfg.mode == "selfplay" and cfg.corpus.enabled:
         sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=derive_seed(cfg.seed, "corpus"))
-    limits = cfg.sandbox
-    if cfg.mode == "procedural":  # the task environments import reasoning_gym inside the sandbox
-        limits = procedural.sandbox_limits(limits)
-    with Sandbox(limits=limits) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
+    with (
+        Sandbox(limits=procedural.run_limits(cfg)) as runner,
+        Memory.in_run_dir(run.root, cfg.memory) as memory,
+    ):
         yield Components(run, policy, trainer, runner, memory, sampler, _pool(cfg), cfg.transcripts)
 
 

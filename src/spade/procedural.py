@@ -29,7 +29,7 @@ from spade.sandbox.limits import Limits
 from spade.types import EnvSource, PlayStatus, Trajectory
 
 if TYPE_CHECKING:
-    from spade.config import ProceduralConfig
+    from spade.config import ProceduralConfig, TrainConfig
 
 ENV_PREFIX = "rg:"
 """Environment ids of procedural tasks are ``rg:<task>``."""
@@ -181,6 +181,14 @@ def task_source(task: str, tries: int = 2) -> EnvSource:
 def sources(cfg: ProceduralConfig) -> list[EnvSource]:
     """The environment sources of the configured tasks."""
     return [task_source(t, cfg.tries) for t in cfg.tasks]
+
+
+def run_limits(cfg: TrainConfig) -> Limits:
+    """The sandbox limits of a run: ``cfg.sandbox``, with ``reasoning_gym`` preloaded in procedural mode.
+
+    Every sandbox that plays a run's environments (here or on a remote worker) must be built with these.
+    """
+    return sandbox_limits(cfg.sandbox) if cfg.mode == "procedural" else cfg.sandbox
 
 
 def sandbox_limits(limits: Limits) -> Limits:
