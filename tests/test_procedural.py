@@ -209,7 +209,7 @@ def test_bad_controller_settings_are_config_errors(over: dict[str, object]) -> N
 
 def test_a_missing_reasoning_gym_says_to_install_the_eval_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "reasoning_gym.factory", None)
-    with pytest.raises(ConfigError, match=r"pip install 'spade\[eval\]'"):
+    with pytest.raises(ConfigError, match=r"install the eval extra, pip install -e '\.\[eval\]'"):
         TrainConfig(mode="procedural")
 
 

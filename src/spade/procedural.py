@@ -35,7 +35,10 @@ ENV_PREFIX = "rg:"
 """Environment ids of procedural tasks are ``rg:<task>``."""
 ASK = "Give only the final answer inside \\boxed{}."
 """The instruction after every question (the scripted test policy recognises procedural games by it)."""
-INSTALL_HINT = "--mode procedural needs the reasoning_gym package: pip install 'spade[eval]'"
+INSTALL_HINT = (
+    "--mode procedural needs the reasoning_gym package: install the eval extra, pip install -e '.[eval]' "
+    "(or `make setup`)"
+)
 
 
 class ProceduralError(SpadeError):
