@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from spade.config import CPU_TINY, PAPER, ModelConfig, PlayConfig, TrainConfig
+from spade.config import CPU_TINY, PAPER, ModelConfig, PlayConfig, ScriptedConfig, TrainConfig
 from spade.train import train
 
 
@@ -33,7 +33,7 @@ def _scripted(base: TrainConfig, root: Path, name: str, max_turns: int) -> Train
         name=name,
         runs_dir=root,
         steps=1,
-        model=ModelConfig(backend="scripted", scripted_behaviour="valid"),
+        model=ModelConfig(backend="scripted", scripted=ScriptedConfig(behaviour="valid")),
         play=PlayConfig(**{f.name: getattr(play, f.name) for f in dataclasses.fields(play)}),
     )
 

@@ -12,6 +12,7 @@ from spade.config import (
     PlayConfig,
     RewardConfig,
     RolloutConfig,
+    ScriptedConfig,
     TrainConfig,
 )
 from spade.rundir import RunDir
@@ -25,7 +26,7 @@ def tiny_config(runs_dir: Path, name: str = "run", steps: int = 4, **over: objec
         name=name,
         runs_dir=runs_dir,
         steps=steps,
-        model=ModelConfig(backend="scripted", scripted_behaviour="mixed"),
+        model=ModelConfig(backend="scripted", scripted=ScriptedConfig(behaviour="mixed")),
         play=PlayConfig(action_mode="boxed", max_turns=6, turn_tokens=256, context_tokens=16384),
         designer=DesignerConfig(envs_per_regen=3, regen_interval=2, skills_per_regen=2, max_tokens=4096),
         rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4),

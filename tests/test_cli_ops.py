@@ -106,13 +106,14 @@ def test_metrics_glossary_covers_every_logged_metric(tmp_path: Path) -> None:
         PlayConfig,
         RewardConfig,
         RolloutConfig,
+        ScriptedConfig,
         TrainConfig,
     )  # fmt: skip
     from spade.train import train  # noqa: PLC0415
 
     cfg = TrainConfig(
         name="g", runs_dir=tmp_path, steps=2,
-        model=ModelConfig(backend="scripted", scripted_behaviour="mixed"),
+        model=ModelConfig(backend="scripted", scripted=ScriptedConfig(behaviour="mixed")),
         play=PlayConfig(action_mode="boxed", max_turns=6, turn_tokens=256, context_tokens=16384),
         designer=DesignerConfig(envs_per_regen=4, regen_interval=2, skills_per_regen=2, max_tokens=4096),
         rollout=RolloutConfig(plays_per_env=2, hint_plays_per_env=2), reward=RewardConfig(variant="regret"),

@@ -17,6 +17,7 @@ from spade.config import (
     DesignerConfig,
     MemoryConfig,
     ModelConfig,
+    OpenAIConfig,
     PlayConfig,
     RewardConfig,
     RolloutConfig,
@@ -127,7 +128,7 @@ def test_unknown_preset_names_the_known_ones() -> None:
             {"memory": MemoryConfig(enabled=False), "designer": DesignerConfig(edit_fraction=0.5)},
             "set designer.edit_fraction=0",
         ),
-        ({"model": ModelConfig(backend="openai")}, "--model.base-url"),
+        ({"model": ModelConfig(backend="openai")}, "--model.openai.base-urls"),
         ({"rollout": RolloutConfig(hint_plays_per_env=0)}, "hint_plays_per_env >= 1"),
         ({"model": ModelConfig(threads=-1)}, "model.threads must be >= 0"),
         ({"play": PlayConfig(demos=-1)}, "play.demos must be >= 0"),
@@ -173,3 +174,67 @@ def test_config_is_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         PAPER.steps = 3  # type: ignore[misc]
     assert TrainConfig().run_dir == Path("runs") / "spade"
+
+
+# -- per-backend sections, the backend registry, old run directories -----------------------------------------
+
+
+def test_backend_options_live_in_their_sections_on_the_command_line() -> None:
+    cfg, _ = parse_config(
+        ["--model.backend", "openai", "--model.openai.base-urls", "http://a:1/v1,http://b:2/v1",
+         "http://c:3/v1", "--model.openai.reprobe-s", "3", "--model.vllm.kv-cache-gib", "0.25"]
+    )  # fmt: skip
+    assert cfg.model.openai.base_urls == ("http://a:1/v1", "http://b:2/v1", "http://c:3/v1")
+    assert cfg.model.openai.reprobe_s == 3.0
+    assert cfg.model.vllm.kv_cache_gib == 0.25
+    with pytest.raises(ConfigError, match="not http"):
+        OpenAIConfig(base_urls=("127.0.0.1:8000",))
+    with pytest.raises(ConfigError, match="twice"):
+        OpenAIConfig(base_urls=("http://a/v1", "http://a/v1"))
+
+
+def test_unknown_backend_is_a_config_error_listing_the_registry() -> None:
+    from spade.backends import BACKENDS, make_policy  # noqa: PLC0415 - the registry under test
+
+    assert set(BACKENDS) == {"hf", "vllm", "openai", "scripted"}
+    for build in (
+        lambda: make_policy(ModelConfig(backend="tgi")),
+        lambda: dataclasses.replace(PAPER, model=ModelConfig(backend="tgi")),
+    ):
+        with pytest.raises(
+            ConfigError, match=r"unknown model\.backend 'tgi'; choose one of: hf, vllm, openai"
+        ):
+            build()
+    assert type(make_policy(ModelConfig(backend="scripted"))).__name__ == "ScriptedPolicy"
+
+
+OLD_FLAT_MODEL = {
+    "backend": "openai", "model": "embedded", "base_url": "http://10.0.0.5:8000/v1", "device": "auto",
+    "dtype": "float32", "max_context": 4096, "request_timeout_s": 60.0, "outage_s": 30.0,
+    "max_concurrency": 48, "request_retries": 5, "served_model": "base", "api_key_env": "MY_KEY",
+    "server_token_ids": False, "max_lora_rank": 16, "kv_cache_gib": 0.5, "threads": 1,
+    "scripted_behaviour": "valid",
+}  # fmt: skip
+"""``model`` of a config.json written before the per-backend sections (every flat field)."""
+
+
+def test_old_flat_model_config_is_migrated_when_a_run_is_resumed(tmp_path: Path) -> None:
+    import json  # noqa: PLC0415
+
+    from spade.rundir import RunDir  # noqa: PLC0415
+
+    old = json.loads(to_json(CPU_TINY))
+    old["model"] = OLD_FLAT_MODEL
+    run = tmp_path / "old-run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(old))
+    m = RunDir(run).load_config().model
+    assert (m.backend, m.max_context, m.max_concurrency, m.threads) == ("openai", 4096, 48, 1)
+    assert m.openai == OpenAIConfig(
+        base_urls=("http://10.0.0.5:8000/v1",), served_model="base", api_key_env="MY_KEY",
+        request_timeout_s=60.0, request_retries=5, outage_s=30.0, token_ids=False,
+    )  # fmt: skip
+    assert (m.vllm.max_lora_rank, m.vllm.kv_cache_gib, m.scripted.behaviour) == (16, 0.5, "valid")
+    assert from_json(to_json(RunDir(run).load_config())) == RunDir(run).load_config()
+    old["model"] = {**OLD_FLAT_MODEL, "backend": "hf", "base_url": ""}  # an hf run: no URL to carry over
+    assert from_json(json.dumps(old)).model.openai.base_urls == ()

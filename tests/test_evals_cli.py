@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from spade import envs
-from spade.config import DesignerConfig, EvalConfig, ModelConfig, PlayConfig, RolloutConfig, TrainConfig
+from spade.config import (
+    DesignerConfig,
+    EvalConfig,
+    ModelConfig,
+    PlayConfig,
+    RolloutConfig,
+    ScriptedConfig,
+    TrainConfig,
+)
 from spade.evals.base import EvalOptions, ItemResult
 from spade.evals.policies import PolicySource
 from spade.evals.registry import SUITES
@@ -27,7 +35,7 @@ def scripted_run_config(tmp_path: Path, name: str, steps: int = 1, **over: objec
         name=name,
         runs_dir=tmp_path,
         steps=steps,
-        model=ModelConfig(backend="scripted", scripted_behaviour="valid"),
+        model=ModelConfig(backend="scripted", scripted=ScriptedConfig(behaviour="valid")),
         play=PlayConfig(max_turns=6, turn_tokens=256, context_tokens=16384),
         designer=DesignerConfig(envs_per_regen=3, regen_interval=2, skills_per_regen=1, max_tokens=4096),
         rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4),
@@ -64,7 +72,7 @@ def test_json_lines_and_per_item_results(tmp_path: Path) -> None:
 
 def test_readable_table_says_when_a_suite_measures_nothing(tmp_path: Path) -> None:
     out = spade(
-        "eval", f"envs:{DATA}/quiz_one.py", "--model.backend", "scripted", "--model.scripted-behaviour",
+        "eval", f"envs:{DATA}/quiz_one.py", "--model.backend", "scripted", "--model.scripted.behaviour",
         "valid", "--param", "difficulty=0", "--out", str(tmp_path / "r"), "--max-tokens", "64",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -92,8 +100,8 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -
 @pytest.mark.slow  # loads a tokenizer through transformers in a subprocess (~10-30 s)
 def test_a_server_that_is_down_fails_before_anything_is_written(tmp_path: Path, tiny_dir: Path) -> None:
     out = spade(
-        "eval", "math:chain_sum", "--model.backend", "openai", "--model.base-url", "http://127.0.0.1:9/v1",
-        "--model.model", str(tiny_dir), "--model.served-model", "m", "--model.request-retries", "0",
+        "eval", "math:chain_sum", "--model.backend", "openai", "--model.openai.base-urls", "http://127.0.0.1:9/v1",
+        "--model.model", str(tiny_dir), "--model.openai.served-model", "m", "--model.openai.request-retries", "0",
         "--out", str(tmp_path / "r"),
     )  # fmt: skip
     _one_line_error(out, "the policy cannot generate")

@@ -102,7 +102,7 @@ def test_signal_stops_a_real_model_run_cleanly_and_names_the_resume_command(
 
 def test_dead_server_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
-    out = spade("train", "--model.backend", "openai", "--model.base-url", url, "--steps", "1",
+    out = spade("train", "--model.backend", "openai", "--model.openai.base-urls", url, "--steps", "1",
                 "--runs-dir", str(tmp_path), "--name", "dead")  # fmt: skip
     assert out.returncode == 2
     assert f"no model server answers at {url}" in one_line(out.stderr)

@@ -21,9 +21,10 @@ import pytest
 
 from spade.backends import make_policy
 from spade.backends.embedded import resolve_model
-from spade.backends.openai_server import ChatReply, OpenAIPolicy, RequestFailedError, _completion_from_choice
+from spade.backends.openai_parse import completion_from_choice
+from spade.backends.openai_server import ChatReply, OpenAIPolicy, RequestFailedError
 from spade.backends.vllm_server import ServerProcess, free_port
-from spade.config import ModelConfig
+from spade.config import ModelConfig, OpenAIConfig
 from spade.types import Completion, SamplingParams
 
 STANDIN = Path(__file__).with_name("openai_standin.py")
@@ -39,9 +40,11 @@ WEATHER = {
 
 
 @contextmanager
-def standin(mode: str, arg: float | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A stand-in server process; yields (base URL, process) and kills it afterwards."""
-    port = free_port()
+def standin(
+    mode: str, arg: float | None = None, *, port: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A stand-in server process (on ``port``, default a free one); yields (base URL, process), kills it after."""
+    port = port or free_port()
     cmd = [sys.executable, str(STANDIN), str(port), mode, *([] if arg is None else [str(arg)])]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -203,18 +206,22 @@ def test_bad_base_url_is_rejected() -> None:
 
 def test_completion_parsing_variants() -> None:
     lp = {"tokens": ["token_id:7", "token_id:8"], "token_logprobs": [-1.0, None]}
-    assert _completion_from_choice({"text": "a", "finish_reason": "length", "logprobs": lp}, 2) == Completion(
+    assert completion_from_choice({"text": "a", "finish_reason": "length", "logprobs": lp}, 2) == Completion(
         "a", (7, 8), (-1.0, 0.0), "length", 2
     )
-    plain = _completion_from_choice({"text": "a", "finish_reason": "stop", "logprobs": {"tokens": ["a"]}}, 1)
+    plain = completion_from_choice({"text": "a", "finish_reason": "stop", "logprobs": {"tokens": ["a"]}}, 1)
     assert (plain.token_ids_T, plain.logprobs_T) == ((), ())
-    odd = _completion_from_choice({"text": "a", "finish_reason": "abort"}, 1)
+    odd = completion_from_choice({"text": "a", "finish_reason": "abort"}, 1)
     assert odd.finish_reason == "error"
     assert "abort" in (odd.error or "")
 
 
 def test_make_policy_builds_the_openai_backend() -> None:
-    cfg = ModelConfig(backend="openai", base_url="http://127.0.0.1:9/v1", served_model="x", max_context=512)
+    cfg = ModelConfig(
+        backend="openai",
+        openai=OpenAIConfig(base_urls=("http://127.0.0.1:9/v1",), served_model="x"),
+        max_context=512,
+    )
     pol = make_policy(cfg)
     assert isinstance(pol, OpenAIPolicy)
     assert pol.model == "x"
@@ -227,7 +234,8 @@ def test_make_policy_builds_the_openai_backend() -> None:
 
 @pytest.fixture(scope="module")
 def real(vllm_server: ServerProcess) -> OpenAIPolicy:
-    cfg = ModelConfig(backend="openai", base_url=vllm_server.base_url, max_context=0, request_timeout_s=120)
+    openai = OpenAIConfig(base_urls=(vllm_server.base_url,), request_timeout_s=120)
+    cfg = ModelConfig(backend="openai", openai=openai, max_context=0)
     pol = make_policy(cfg)
     assert isinstance(pol, OpenAIPolicy)
     return pol

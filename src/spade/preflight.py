@@ -9,6 +9,7 @@ weights) is checked when the run starts; a failure there removes the fresh run d
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -41,7 +42,7 @@ def check_setup(cfg: TrainConfig, *, fresh: bool) -> None:
     if cfg.model.backend != "scripted":
         check_model(cfg.model.model)
     if cfg.model.backend == "openai":
-        check_server(cfg.model.base_url)
+        check_servers(cfg.model.openai.base_urls)
 
 
 def check_runs_dir(run_dir: Path) -> None:
@@ -106,11 +107,21 @@ def check_model(model: str) -> None:
         raise SetupError(f"--model.model: {exc}") from None
 
 
+def check_servers(base_urls: Sequence[str]) -> None:
+    """Every endpoint of a generation fleet answers (see :func:`check_server`); at least one is given."""
+    if not base_urls:
+        raise SetupError(
+            "model.backend 'openai' needs a server URL: --model.openai.base-urls http://HOST:PORT/v1"
+        )
+    for url in base_urls:
+        check_server(url)
+
+
 def check_server(base_url: str) -> None:
     """An OpenAI-compatible server answers ``GET {base_url}/models``."""
     if not base_url.startswith(("http://", "https://")):
         raise SetupError(
-            f"--model.base-url must be an http(s) URL such as http://127.0.0.1:8000/v1 (got {base_url!r})"
+            f"--model.openai.base-urls: {base_url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1"
         )
     url = base_url.rstrip("/") + "/models"
     try:
@@ -118,10 +129,10 @@ def check_server(base_url: str) -> None:
     except httpx.HTTPError as exc:
         raise SetupError(
             f"no model server answers at {base_url} ({type(exc).__name__}): start the server first "
-            "(see docs/running.md) or fix --model.base-url"
+            "(see docs/running.md) or fix --model.openai.base-urls"
         ) from None
     if response.status_code >= 400:
         raise SetupError(
             f"the model server at {base_url} answered GET /models with HTTP {response.status_code}: "
-            "check --model.base-url (it ends in /v1) and the server's log"
+            "check --model.openai.base-urls (each ends in /v1) and the server's log"
         )

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from spade import cluster, distributed, procedural, resources, stopping
 from spade import credit as cr
-from spade import distributed, procedural, resources, stopping
 from spade import rewards as rw
+from spade.backends import policy_metrics
 from spade.config import TrainConfig
 from spade.credit import EnvStats, PendingCredit
 from spade.evals.intrain import TrainEval
@@ -256,6 +257,8 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     _remember(cfg, c.memory, per_env, step, row)
     row.update(c.corpus.metrics())
     row.update(resources.metrics())
+    row.update(policy_metrics(c.policy))
+    row.update(cluster.runner_metrics(c.runner))  # cluster/*: plays per node, lost workers, retries
     return row
 
 
@@ -330,7 +333,7 @@ async def _play(
             hints = new[env_id].hints_for(rc.hint_plays_per_env)
             jobs += [PlayJob(env_id, code, s, h) for s, h in zip(seeds, hints, strict=False) if h]
     # More concurrent plays than live sandbox instances would only queue threads on instance slots.
-    limit = min(rc.max_concurrent_plays, cfg.sandbox.max_live_instances)
+    limit = min(rc.max_concurrent_plays, cluster.instance_capacity(cfg))
     return await run_jobs(c.runner, c.policy, jobs, cfg.play, max_concurrent=limit)
 
 

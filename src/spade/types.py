@@ -60,6 +60,9 @@ class Completion:
     finish_reason: FinishReason
     prompt_tokens: int = 0
     error: str | None = None
+    policy_version: int = 0
+    """Weight loads (``Policy.load_weights``) the engine had applied when it sampled this (0: the starting
+    weights); the openai backend stamps the serving endpoint's version."""
 
 
 @runtime_checkable

@@ -6,40 +6,49 @@ an engine that is not installed only matters when it is selected.
 
 from __future__ import annotations
 
-from spade.config import ModelConfig, TrainConfig
+import importlib
+from typing import Protocol, runtime_checkable
+
+from spade.backends.registry import BACKENDS
+from spade.config import ConfigError, ModelConfig, TrainConfig
 from spade.types import Policy, Trainer
+
+__all__ = ["BACKENDS", "ReportsMetrics", "make_policy", "make_trainer", "policy_metrics", "set_threads"]
 
 
 def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
-    """The Policy selected by ``cfg.backend``.
+    """The Policy selected by ``cfg.backend`` (its options: the backend's section of ``cfg``).
 
     Args:
         cfg: model and engine configuration.
         seed: seed of the policy's own sampling stream (used for calls whose params carry no seed).
 
     Raises:
-        ValueError: an unknown backend name.
+        ConfigError: an unknown backend name (the message lists the known ones).
+        ModuleNotFoundError: the backend's engine is not installed.
     """
+    path = BACKENDS.get(cfg.backend)
+    if path is None:
+        raise ConfigError(f"unknown model.backend {cfg.backend!r}; choose one of: {', '.join(BACKENDS)}")
     set_threads(cfg.threads)
-    if cfg.backend == "scripted":
-        from spade.backends.scripted import ScriptedPolicy  # noqa: PLC0415
+    module, _, name = path.partition(":")
+    policy_cls = getattr(importlib.import_module(module), name)
+    policy: Policy = policy_cls.from_config(cfg, seed=seed)
+    return policy
 
-        return ScriptedPolicy(behaviour=cfg.scripted_behaviour)  # type: ignore[arg-type]
-    if cfg.backend == "hf":
-        from spade.backends.hf import HFPolicy  # noqa: PLC0415 -- lazy: torch/transformers only when selected
 
-        return HFPolicy.from_config(cfg, seed=seed)
-    if cfg.backend == "vllm":
-        from spade.backends.vllm_engine import VLLMPolicy  # noqa: PLC0415 -- lazy: vllm only when selected
+@runtime_checkable
+class ReportsMetrics(Protocol):
+    """A policy that keeps counters of its own (the openai backend's ``fleet/...``)."""
 
-        return VLLMPolicy.from_config(cfg, seed=seed)
-    if cfg.backend == "openai":
-        from spade.backends.openai_server import OpenAIPolicy  # noqa: PLC0415 -- lazy: like the others
+    def metrics(self) -> dict[str, float]:
+        """Current counter values, slash-namespaced."""
+        ...
 
-        return OpenAIPolicy.from_config(cfg, seed=seed)
-    raise ValueError(
-        f"unknown or unavailable model.backend {cfg.backend!r}; choose one of: hf, vllm, openai, scripted"
-    )
+
+def policy_metrics(policy: Policy) -> dict[str, float]:
+    """The policy's own metrics, or none when it keeps no counters."""
+    return policy.metrics() if isinstance(policy, ReportsMetrics) else {}
 
 
 def set_threads(threads: int) -> None:

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+from spade.backends import policy_metrics
 from spade.types import ChatTemplate, Completion, Policy, SamplingParams
 
 _Request = tuple[Sequence[int], SamplingParams, "asyncio.Future[Completion]"]
@@ -64,3 +65,7 @@ class BatchingPolicy:
     def load_weights(self, path: Path) -> None:
         """Forward to the wrapped policy."""
         self.policy.load_weights(path)
+
+    def metrics(self) -> dict[str, float]:
+        """The wrapped policy's own metrics (see :func:`spade.backends.policy_metrics`)."""
+        return policy_metrics(self.policy)

@@ -186,6 +186,8 @@ class HFPolicy:
         self._queue: list[_Request] = []
         self._worker: asyncio.Task[None] | None = None
         self._calls = 0
+        self.policy_version = 0
+        """Weight loads applied (stamped on every completion)."""
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, *, seed: int = 0) -> HFPolicy:
@@ -230,6 +232,7 @@ class HFPolicy:
                     f"{path} holds neither adapter_config.json (a LoRA adapter) nor config.json (a model "
                     "folder); pass a folder written by Trainer.export_weights"
                 )
+            self.policy_version += 1
 
     # -- generation ------------------------------------------------------------------------------------------
 
@@ -342,6 +345,7 @@ class HFPolicy:
             logprobs_T=tuple(float(x) for x in logprobs[:end]),
             finish_reason="stop" if reason == "stop" else "length",
             prompt_tokens=prompt_len,
+            policy_version=self.policy_version,
         )
 
     def _stop_string_cut(self, ids: list[int], stops: Sequence[str]) -> tuple[int, int] | None:

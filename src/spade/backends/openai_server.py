@@ -12,45 +12,61 @@ Two ways to sample:
   ``/v1/chat/completions`` with messages and tool schemas; tool calls come from the server's parsed
   ``tool_calls`` when it sends them, else from the reply text (:mod:`spade.backends.toolcalls`).
 
+Several servers (a generation fleet, ``base_urls``) share the work: each request goes to the live endpoint
+with the fewest requests in flight (:mod:`spade.backends.fleet`). A connection failure or a timeout marks
+the endpoint down and the request moves at once to another live one (a *failover*, which spends no retry);
+a down endpoint is probed again every ``reprobe_s`` seconds and, once it answers, brought to the current
+weights before it takes requests. Counters are in :meth:`OpenAIPolicy.metrics` (``fleet/...``).
+
 Failure is data: a request that cannot be completed yields a completion with ``finish_reason="error"`` and
 a message, never a raise and never a hang. Each attempt has a hard deadline (``timeout_s``); connection
 failures, timeouts and 408/429/5xx answers are retried ``retries`` times with exponential backoff and
 seeded jitter; other 4xx answers (a prompt longer than the context window, an unknown model) fail at once
-with the server's message. At most ``max_concurrency`` requests are in flight. The worst case for one
-request is thus ``(retries + 1) * timeout_s`` plus the backoff.
+with the server's message. At most ``max_concurrency`` requests per endpoint are in flight. When every
+endpoint is down, each attempt probes them, and with ``outage_s > 0`` requests wait out an outage of up to
+``outage_s`` seconds before :class:`ModelServerDownError` stops the run resumably.
 
-Weight sync (:meth:`OpenAIPolicy.load_weights`) targets a vLLM server started by
-:func:`spade.backends.vllm_server.launch_vllm_server`: a LoRA adapter is hot-loaded under a new name (later
+Weight sync (:meth:`OpenAIPolicy.load_weights`) reaches every live endpoint (vLLM servers started like
+:func:`spade.backends.vllm_server.launch_vllm_server`): a LoRA adapter is hot-loaded under a new name (later
 requests use it, the previous one is unloaded); a full model folder is reloaded in place through the
-development endpoint ``/collective_rpc`` and the prefix cache is reset. The server reads the folder itself,
-so it must see the same filesystem (same machine or a shared mount).
+development endpoint ``/collective_rpc`` and the prefix cache is reset. Servers read the folder themselves,
+so they must see the same filesystem (same machine or a shared mount). Every completion carries the
+``policy_version`` (weight loads applied) of the endpoint that sampled it; an endpoint that missed a load is
+down until it has caught up, so every completion is sampled at the newest version.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import dataclasses
 import os
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from spade.backends.toolcalls import extract_tool_calls
+from spade.backends.fleet import Endpoint, Fleet, Weights
+from spade.backends.openai_parse import (
+    ChatReply,
+    RequestFailedError,
+    chat_reply,
+    completion_from_choice,
+    failed,
+    first_choice,
+    json_answer,
+    server_message,
+)
+from spade.backends.weight_sync import sync_endpoint, weights_at
 from spade.config import ModelConfig
 from spade.errors import SpadeError
-from spade.types import ChatTemplate, Completion, FinishReason, Message, SamplingParams, ToolCall, ToolSchema
+from spade.types import ChatTemplate, Completion, Message, SamplingParams, ToolSchema
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "stop", "eos": "stop"}
 
-
-class RequestFailedError(SpadeError, RuntimeError):
-    """A server request that failed for good (after retries where they apply); the message says why."""
+__all__ = ["ChatReply", "ModelServerDownError", "OpenAIPolicy", "RequestFailedError"]
 
 
 class ModelServerDownError(SpadeError):
@@ -61,29 +77,17 @@ class ModelServerDownError(SpadeError):
     """
 
 
-@dataclass(frozen=True, slots=True)
-class ChatReply:
-    """One chat completion with its tool calls."""
-
-    completion: Completion
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_errors: tuple[str, ...] = ()
-    """One message per tool call that could not be read (malformed text or arguments)."""
-    content: str = ""
-    """The reply text without tool-call blocks."""
-
-
 class OpenAIPolicy:
-    """:class:`~spade.types.Policy` over an OpenAI-compatible HTTP server (see module docstring).
+    """:class:`~spade.types.Policy` over one or more OpenAI-compatible HTTP servers (see module docstring).
 
     Args:
-        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1``.
+        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1``, or several (a fleet).
         template: the chat template of the served model (renders prompts for :meth:`sample`); may be None
             for chat-only use.
         model: model name to request; empty: the first model the server lists.
         api_key: bearer token (local servers accept any).
         timeout_s: hard deadline of one attempt.
-        max_concurrency: requests in flight at once.
+        max_concurrency: requests in flight at once per endpoint.
         retries: further attempts after a retryable failure.
         backoff_s: first backoff; doubles per attempt up to ``backoff_max_s``, with jitter.
         token_ids: ask for sampled token ids (vLLM extensions); off for servers that reject unknown fields.
@@ -93,11 +97,12 @@ class OpenAIPolicy:
         outage_s: 0: a request that still fails after its retries is an error completion. > 0: it is
             retried with backoff while the server has failed every request for less than ``outage_s``
             seconds, then :class:`ModelServerDownError` is raised; any success ends the outage.
+        reprobe_s: a down endpoint is probed again after this many seconds.
     """
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         *,
         template: ChatTemplate | None = None,
         model: str = "",
@@ -111,12 +116,16 @@ class OpenAIPolicy:
         max_context: int = 0,
         seed: int = 0,
         outage_s: float = 0.0,
+        reprobe_s: float = 15.0,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+        if bad or not urls:
             raise ValueError(
-                f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1 (got {base_url!r})"
+                f"base_url must be http(s) URLs such as http://127.0.0.1:8000/v1 (got {bad or urls})"
             )
-        self.base_url = base_url.rstrip("/")
+        self.fleet = Fleet(urls, reprobe_s=reprobe_s)
+        self.base_url = self.fleet.endpoints[0].url
         self._template = template
         self.model = model
         self.api_key = api_key
@@ -133,8 +142,7 @@ class OpenAIPolicy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: httpx.AsyncClient | None = None
         self._slots: asyncio.Semaphore | None = None
-        self._adapters = 0
-        self._adapter: str | None = None
+        self._weights = Weights("base")
         self._base_model = model
 
     @classmethod
@@ -146,18 +154,20 @@ class OpenAIPolicy:
         from spade.backends.template import HFChatTemplate  # noqa: PLC0415
 
         template = HFChatTemplate(AutoTokenizer.from_pretrained(resolve_model(cfg.model)))
+        o = cfg.openai
         return cls(
-            cfg.base_url,
+            o.base_urls,
             template=template,
-            model=cfg.served_model,
-            api_key=os.environ.get(cfg.api_key_env, "EMPTY"),
-            timeout_s=cfg.request_timeout_s,
+            model=o.served_model,
+            api_key=os.environ.get(o.api_key_env, "EMPTY"),
+            timeout_s=o.request_timeout_s,
             max_concurrency=cfg.max_concurrency,
-            retries=cfg.request_retries,
-            token_ids=cfg.server_token_ids,
+            retries=o.request_retries,
+            token_ids=o.token_ids,
             max_context=cfg.max_context,
             seed=seed,
-            outage_s=cfg.outage_s,
+            outage_s=o.outage_s,
+            reprobe_s=o.reprobe_s,
         )
 
     @property
@@ -214,28 +224,38 @@ class OpenAIPolicy:
         return list(await asyncio.gather(*jobs))
 
     def load_weights(self, path: Path) -> None:
-        """Sync the server to a LoRA adapter or full model folder (see module docstring).
+        """Bring every live endpoint to a LoRA adapter or full model folder (see module docstring).
+
+        An endpoint that cannot be reached is marked down (it catches up when a probe brings it back); one
+        that refuses is marked down too. Raises only when no endpoint took the weights.
 
         Raises:
             FileNotFoundError: the folder holds neither an adapter nor a model.
-            RequestFailedError: the server refused (e.g. started without runtime LoRA updating).
+            RequestFailedError: no endpoint took the weights (e.g. a server started without runtime LoRA
+                updating, or every endpoint down); the served weights stay as they were.
         """
-        path = Path(path).resolve()
-        if (path / "adapter_config.json").is_file():
-            self._load_adapter(path)
-        elif (path / "config.json").is_file():
-            self._control(
-                "/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(path)}}
-            )
-            self._control("/reset_prefix_cache", {})
-            if self._adapter is not None:  # the new weights replace base + adapter
-                self._control("/v1/unload_lora_adapter", {"lora_name": self._adapter})
-                self._adapter, self.model = None, self._base_model
-        else:
-            raise FileNotFoundError(
-                f"{path} holds neither adapter_config.json (a LoRA adapter) nor config.json (a model "
-                "folder); pass a folder written by Trainer.export_weights"
-            )
+        target = weights_at(Path(path).resolve(), self._weights.version + 1)
+        if self._weights.kind != "adapter":
+            self._base_model = self.model
+        previous, self._weights = self._weights, target
+        synced, last = 0, "every endpoint is down"
+        for endpoint in self.fleet.endpoints:
+            if not endpoint.up:
+                continue  # brought up to date when a probe finds it back
+            try:
+                self._sync(endpoint, None)
+                synced += 1
+            except RequestFailedError as exc:
+                last = str(exc)
+                self.fleet.mark_down(endpoint)
+        if not synced:
+            self._weights = previous
+            raise RequestFailedError(f"no endpoint took the new weights {target.path}: {last}")
+        self.model = target.name or self._base_model
+
+    def metrics(self) -> dict[str, float]:
+        """Fleet counters (``fleet/requests/<i>``, ``fleet/failovers``, ``fleet/endpoints_up``...)."""
+        return self.fleet.metrics()
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool of the current event loop."""
@@ -250,7 +270,7 @@ class OpenAIPolicy:
         max_tokens = params.max_tokens
         if self.max_context:
             if n >= self.max_context:
-                return _failed(
+                return failed(
                     f"prompt has {n} tokens but the context window is {self.max_context}: shorten the "
                     "conversation (context budget) or raise model.max_context",
                     n,
@@ -264,10 +284,11 @@ class OpenAIPolicy:
         if self.token_ids:
             body.update(return_token_ids=True, return_tokens_as_token_ids=True)
         try:
-            data = await self._post("/completions", body)
-            return _completion_from_choice(_first_choice(data), n)
+            data, version = await self._post("/completions", body)
+            completion = completion_from_choice(first_choice(data), n)
+            return dataclasses.replace(completion, policy_version=version)
         except RequestFailedError as exc:
-            return _failed(str(exc), n)
+            return failed(str(exc), n)
 
     async def _chat_one(
         self,
@@ -288,10 +309,12 @@ class OpenAIPolicy:
             body["return_token_ids"] = True
         body.update(options)
         try:
-            data = await self._post("/chat/completions", body)
-            return _chat_reply(_first_choice(data), data, tools)
+            data, version = await self._post("/chat/completions", body)
+            reply = chat_reply(first_choice(data), data, tools)
+            completion = dataclasses.replace(reply.completion, policy_version=version)
+            return dataclasses.replace(reply, completion=completion)
         except RequestFailedError as exc:
-            return ChatReply(_failed(str(exc), 0))
+            return ChatReply(failed(str(exc), 0))
 
     def _sampling_body(self, params: SamplingParams, max_tokens: int, seed: int) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -313,36 +336,90 @@ class OpenAIPolicy:
 
     # -- transport -------------------------------------------------------------------------------------------
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST with the model name, retries and deadlines: the JSON answer, or RequestFailedError."""
+    async def _post(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """POST to the least-loaded live endpoint, with failover, retries and deadlines.
+
+        Returns:
+            The JSON answer and the weight version of the endpoint that gave it.
+
+        Raises:
+            RequestFailedError: the request failed for good. ModelServerDownError: an outage (``outage_s``).
+        """
         client, slots = self._session()
         payload = {"model": self.model or await self._served_model(client), **body}
-        last = "no attempt made"
-        attempt = -1
+        last, attempt, failovers, backoff = "no attempt made", -1, 0, False
         while (attempt := attempt + 1) <= self.retries or self._outage_goes_on():
-            if attempt:
+            if backoff:
                 await asyncio.sleep(self._backoff(attempt))
+            backoff = True
             async with slots:
-                try:
-                    async with asyncio.timeout(self.timeout_s):
-                        response = await client.post(self.base_url + path, json=payload)
-                except TimeoutError:
-                    last = f"no answer within {self.timeout_s:g} s (model.request_timeout_s)"
+                endpoint = await self._endpoint(client)
+                if endpoint is None:
+                    last = f"every endpoint is down ({self._down_reasons()})"
                     continue
-                except httpx.TransportError as exc:
-                    last = f"{type(exc).__name__}: {exc or 'connection failed'}"
-                    continue
-            if response.status_code in RETRY_STATUS:
-                last = f"HTTP {response.status_code}: {_server_message(response)}"
-                continue
-            self._down_since = None
-            return _json_answer(response, path)
+                response, last, dead = await self._attempt(client, endpoint, path, payload)
+            if response is not None:
+                self._down_since = None
+                return json_answer(response, path), endpoint.version
+            if dead:
+                self.fleet.mark_down(endpoint)
+                if self.fleet.any_up() and failovers < len(self.fleet.endpoints):
+                    failovers += 1  # another live endpoint takes it now: no backoff, no retry spent
+                    self.fleet.failovers += 1
+                    attempt, backoff = attempt - 1, False
         if self.outage_s > 0:
             raise ModelServerDownError(
-                f"the model server at {self.base_url} failed every request for {self.outage_s:g} s "
-                f"(model.outage_s; last: {last})"
+                f"every model server ({', '.join(e.url for e in self.fleet.endpoints)}) failed every request "
+                f"for {self.outage_s:g} s (model.openai.outage_s; last: {last})"
             )
-        raise RequestFailedError(f"{self.base_url}{path} failed after {attempt} attempts: {last}")
+        raise RequestFailedError(f"{path} failed after {attempt} attempts: {last}")
+
+    async def _attempt(
+        self, client: httpx.AsyncClient, endpoint: Endpoint, path: str, payload: dict[str, Any]
+    ) -> tuple[httpx.Response | None, str, bool]:
+        """One POST: (the answer or None, why it failed, whether the endpoint looks dead)."""
+        endpoint.in_flight += 1
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                response = await client.post(endpoint.url + path, json=payload)
+        except TimeoutError:
+            endpoint.last_error = f"{endpoint.url}: no answer within {self.timeout_s:g} s (request_timeout_s)"
+            return None, endpoint.last_error, True
+        except httpx.TransportError as exc:
+            endpoint.last_error = f"{endpoint.url}: {type(exc).__name__}: {exc or 'connection failed'}"
+            return None, endpoint.last_error, True
+        finally:
+            endpoint.in_flight -= 1
+        if response.status_code in RETRY_STATUS:
+            return None, f"{endpoint.url}: HTTP {response.status_code}: {server_message(response)}", False
+        endpoint.served += 1
+        return response, "", False
+
+    async def _endpoint(self, client: httpx.AsyncClient) -> Endpoint | None:
+        """The live endpoint to use, after probing the down ones that are due (all of them when none is up)."""
+        for endpoint in self.fleet.due(all_down=not self.fleet.any_up()):
+            await self._probe(client, endpoint)
+        return self.fleet.pick()
+
+    async def _probe(self, client: httpx.AsyncClient, endpoint: Endpoint) -> None:
+        """GET /models on a down endpoint; if it answers, bring it to the current weights and mark it up."""
+        endpoint.probing = True
+        self.fleet.probes += 1
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                response = await client.get(endpoint.url + "/models")
+            listed = {str(m.get("id")) for m in json_answer(response, "/models").get("data") or []}
+            await asyncio.to_thread(self._sync, endpoint, listed)
+        except (TimeoutError, httpx.TransportError, RequestFailedError) as exc:
+            endpoint.last_error = f"{endpoint.url}: {type(exc).__name__}: {exc or 'no answer'}"
+            self.fleet.mark_down(endpoint)
+        else:
+            self.fleet.mark_up(endpoint)
+        finally:
+            endpoint.probing = False
+
+    def _down_reasons(self) -> str:
+        return "; ".join(e.last_error or f"{e.url}: being probed" for e in self.fleet.endpoints)
 
     def _outage_goes_on(self) -> bool:
         """After a request's own retries: keep retrying while the outage is younger than ``outage_s``."""
@@ -354,173 +431,44 @@ class OpenAIPolicy:
         return now - self._down_since < self.outage_s
 
     async def _served_model(self, client: httpx.AsyncClient) -> str:
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await client.get(self.base_url + "/models")
-        except (TimeoutError, httpx.TransportError) as exc:
-            raise RequestFailedError(
-                f"cannot list models at {self.base_url}/models ({type(exc).__name__}: {exc}); is the server "
-                "up? (or set model.served_model to skip the lookup)"
-            ) from None
-        models = _json_answer(response, "/models").get("data") or []
-        if not models or not isinstance(models[0], dict) or "id" not in models[0]:
-            raise RequestFailedError(f"{self.base_url}/models lists no model; set model.served_model")
-        self.model = str(models[0]["id"])
-        return self.model
+        """The first model the first answering endpoint lists."""
+        errors = []
+        for endpoint in self.fleet.endpoints:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    response = await client.get(endpoint.url + "/models")
+            except (TimeoutError, httpx.TransportError) as exc:
+                errors.append(f"{endpoint.url}/models: {type(exc).__name__}: {exc}")
+                continue
+            models = json_answer(response, "/models").get("data") or []
+            if not models or not isinstance(models[0], dict) or "id" not in models[0]:
+                raise RequestFailedError(
+                    f"{endpoint.url}/models lists no model; set model.openai.served_model"
+                )
+            self.model = str(models[0]["id"])
+            return self.model
+        raise RequestFailedError(
+            f"cannot list models ({'; '.join(errors)}); is the server up? (or set model.openai.served_model "
+            "to skip the lookup)"
+        )
 
     def _session(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         """The connection pool and concurrency slots of the running loop (one pair per event loop)."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._slots is None or self._loop is not loop:
+            slots = self.max_concurrency * len(self.fleet.endpoints)
             self._loop = loop
             self._client = httpx.AsyncClient(
                 headers={"Authorization": f"Bearer {self.api_key}"},
                 timeout=httpx.Timeout(self.timeout_s),
-                limits=httpx.Limits(max_connections=self.max_concurrency),
+                limits=httpx.Limits(max_connections=slots),
             )
-            self._slots = asyncio.Semaphore(self.max_concurrency)
+            self._slots = asyncio.Semaphore(slots)
         return self._client, self._slots
 
     def _backoff(self, attempt: int) -> float:
         delay = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
         return float(delay * (0.5 + 0.5 * self._rng.random()))
 
-    # -- weight sync -----------------------------------------------------------------------------------------
-
-    def _load_adapter(self, path: Path) -> None:
-        self._adapters += 1
-        name = f"spade-adapter-{self._adapters}"
-        self._control("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)})
-        if self._adapter is None:
-            self._base_model = self.model
-        previous, self._adapter, self.model = self._adapter, name, name
-        if previous:
-            self._control("/v1/unload_lora_adapter", {"lora_name": previous})
-
-    def _control(self, path: str, body: dict[str, Any]) -> None:
-        """A synchronous control request to the server root (weight sync happens between sampling phases)."""
-        url = self.base_url.removesuffix("/v1") + path
-        try:
-            response = httpx.post(
-                url, json=body, timeout=self.timeout_s, headers={"Authorization": f"Bearer {self.api_key}"}
-            )
-        except httpx.TransportError as exc:
-            raise RequestFailedError(f"{url}: {type(exc).__name__}: {exc}; is the server up?") from None
-        if response.status_code == 404:
-            raise RequestFailedError(
-                f"{url} is not served: start vLLM with --enable-lora, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "
-                "and VLLM_SERVER_DEV_MODE=1 (spade.backends.vllm_server.launch_vllm_server does)"
-            )
-        if response.status_code >= 400:
-            raise RequestFailedError(f"{url}: HTTP {response.status_code}: {_server_message(response)}")
-
-
-# -- response parsing (pure) ---------------------------------------------------------------------------------
-
-
-def _json_answer(response: httpx.Response, path: str) -> dict[str, Any]:
-    if response.status_code >= 400:
-        raise RequestFailedError(f"{path}: HTTP {response.status_code}: {_server_message(response)}")
-    try:
-        data = response.json()
-    except ValueError:
-        raise RequestFailedError(
-            f"{path}: the server answered with non-JSON: {response.text[:200]!r}"
-        ) from None
-    if not isinstance(data, dict):
-        raise RequestFailedError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _server_message(response: httpx.Response) -> str:
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text[:300] or response.reason_phrase
-    error = data.get("error") if isinstance(data, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])
-    if isinstance(data, dict) and data.get("detail"):
-        return str(data["detail"])
-    return json.dumps(data)[:300]
-
-
-def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise RequestFailedError(f"the server's answer has no choices: {json.dumps(data)[:200]}")
-    return choices[0]
-
-
-def _failed(message: str, prompt_tokens: int) -> Completion:
-    return Completion("", (), (), "error", prompt_tokens=prompt_tokens, error=message)
-
-
-def _finish(choice: dict[str, Any]) -> tuple[FinishReason, str | None]:
-    reason = choice.get("finish_reason")
-    if isinstance(reason, str) and reason in _FINISH:
-        return _FINISH[reason], None
-    return "error", f"the server ended the request with finish_reason={reason!r}"
-
-
-def _completion_from_choice(choice: dict[str, Any], prompt_tokens: int) -> Completion:
-    logprobs = choice.get("logprobs") or {}
-    values = [float(x) if x is not None else 0.0 for x in logprobs.get("token_logprobs") or []]
-    ids = _token_ids(choice.get("token_ids"), logprobs.get("tokens"))
-    if len(values) != len(ids):
-        values = []
-    reason, error = _finish(choice)
-    return Completion(str(choice.get("text") or ""), ids, tuple(values), reason, prompt_tokens, error)
-
-
-def _token_ids(token_ids: Any, tokens: Any) -> tuple[int, ...]:
-    if isinstance(token_ids, list) and all(isinstance(t, int) for t in token_ids):
-        return tuple(token_ids)
-    if (
-        isinstance(tokens, list)
-        and tokens
-        and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens)
-    ):
-        return tuple(int(t.removeprefix("token_id:")) for t in tokens)
-    return ()
-
-
-def _chat_reply(
-    choice: dict[str, Any], data: dict[str, Any], tools: Sequence[ToolSchema] | None
-) -> ChatReply:
-    message = choice.get("message") or {}
-    text = str(message.get("content") or "")
-    content = (choice.get("logprobs") or {}).get("content") or []
-    values = [float(item.get("logprob", 0.0)) for item in content if isinstance(item, dict)]
-    ids = _token_ids(choice.get("token_ids"), None)
-    if len(values) != len(ids):
-        values = []
-    reason, error = _finish(choice)
-    prompt_tokens = int((data.get("usage") or {}).get("prompt_tokens") or 0)
-    completion = Completion(text, ids, tuple(values), reason, prompt_tokens, error)
-    server_calls = message.get("tool_calls") or []
-    if server_calls:
-        calls, errors = _server_tool_calls(server_calls)
-        return ChatReply(completion, calls, errors, text.strip())
-    parsed = extract_tool_calls(text, tools)
-    return ChatReply(completion, parsed.calls, parsed.errors, parsed.content)
-
-
-def _server_tool_calls(raw: list[Any]) -> tuple[tuple[ToolCall, ...], tuple[str, ...]]:
-    calls: list[ToolCall] = []
-    errors: list[str] = []
-    for item in raw:
-        fn = item.get("function") if isinstance(item, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            errors.append(f"server tool call without a function name: {json.dumps(item)[:200]}")
-            continue
-        try:
-            args = json.loads(fn.get("arguments") or "{}")
-        except json.JSONDecodeError as exc:
-            errors.append(f"tool call {fn['name']!r}: arguments are not JSON ({exc.msg})")
-            continue
-        if not isinstance(args, dict):
-            errors.append(f"tool call {fn['name']!r}: arguments must be an object, got {type(args).__name__}")
-            continue
-        calls.append(ToolCall(fn["name"], args, str(item.get("id") or "")))
-    return tuple(calls), tuple(errors)
+    def _sync(self, endpoint: Endpoint, listed: set[str] | None) -> None:
+        sync_endpoint(endpoint, self._weights, listed, api_key=self.api_key, timeout_s=self.timeout_s)

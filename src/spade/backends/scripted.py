@@ -25,11 +25,14 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from spade import procedural, prompts
 from spade.skills import GAME_SKILLS
 from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSample
+
+if TYPE_CHECKING:
+    from spade.config import ModelConfig
 
 Behaviour = Literal["valid", "broken", "hostile", "mixed"]
 
@@ -319,6 +322,14 @@ class ScriptedPolicy:
         self.base_skill = skill
         self.skill = skill
         self.requests = 0
+        self.policy_version = 0
+        """Weight loads applied (stamped on every completion)."""
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig, *, seed: int = 0) -> ScriptedPolicy:
+        """A policy with ``cfg.scripted``'s behaviour (deterministic: ``seed`` is unused)."""
+        del seed
+        return cls(behaviour=cfg.scripted.behaviour)
 
     async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         """One scripted completion per prompt (text bytes, logprob -1 per token)."""
@@ -347,12 +358,14 @@ class ScriptedPolicy:
             logprobs_T=tuple(-1.0 for _ in ids),
             finish_reason=finish,
             prompt_tokens=len(prompt.encode()),
+            policy_version=self.policy_version,
         )
 
     def load_weights(self, path: Path) -> None:
         """Read the skill written by :class:`ScriptedTrainer`."""
         state = json.loads((path / "scripted_policy.json").read_text())
         self.skill = float(state["skill"])
+        self.policy_version += 1
 
 
 class ScriptedTrainer:

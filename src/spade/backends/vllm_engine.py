@@ -96,6 +96,8 @@ class VLLMPolicy:
         self._lock = threading.Lock()
         self._lora: Any = None
         self._versions = 0
+        self.policy_version = 0
+        """Weight loads applied (stamped on every completion)."""
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, *, seed: int = 0) -> VLLMPolicy:
@@ -106,8 +108,8 @@ class VLLMPolicy:
             max_context=cfg.max_context,
             max_batch=cfg.max_concurrency,
             seed=seed,
-            max_lora_rank=cfg.max_lora_rank,
-            kv_cache_gib=cfg.kv_cache_gib,
+            max_lora_rank=cfg.vllm.max_lora_rank,
+            kv_cache_gib=cfg.vllm.kv_cache_gib,
         )
 
     # -- Policy -----------------------------------------------------------------------------------------------
@@ -137,6 +139,7 @@ class VLLMPolicy:
                     f"{path} holds neither adapter_config.json (a LoRA adapter) nor config.json (a model "
                     "folder); pass a folder written by Trainer.export_weights"
                 )
+            self.policy_version += 1
 
     def close(self) -> None:
         """Stop the engine's worker processes (the policy is unusable afterwards)."""
@@ -203,6 +206,7 @@ class VLLMPolicy:
             logprobs_T=logprobs,
             finish_reason="length" if reason == "length" else "stop",
             prompt_tokens=prompt_len,
+            policy_version=self.policy_version,
         )
 
     def _generate_safely(self, prompts: list[tuple[int, ...]], params: SamplingParams) -> list[Completion]:
@@ -222,7 +226,7 @@ class VLLMPolicy:
         if rank > self.max_lora_rank:
             raise ValueError(
                 f"adapter {path} has rank {rank} but the engine accepts at most {self.max_lora_rank}; "
-                "raise model.max_lora_rank (or set it to 0 to merge adapters into full weights)"
+                "raise model.vllm.max_lora_rank (or set it to 0 to merge adapters into full weights)"
             )
         self._versions += 1
         request = LoRARequest(

@@ -106,13 +106,11 @@ def load_policy(source: PolicySource, concurrency: int) -> Policy:
             raise EvalError("policy kind 'run' needs a run directory (--run runs/<name>)")
         model, weights = run_weights(source.run, source.checkpoint)
     model = dataclasses.replace(model, max_concurrency=max(model.max_concurrency, concurrency))
-    if model.backend == "openai" and not model.base_url:
-        raise EvalError("model.backend 'openai' needs a server URL: --model.base-url http://HOST:PORT/v1")
     if model.backend == "openai":  # a server that is down is one line now, not an outage wait later
-        from spade.preflight import SetupError, check_server  # noqa: PLC0415 - httpx only for servers
+        from spade.preflight import SetupError, check_servers  # noqa: PLC0415 - httpx only for servers
 
         try:
-            check_server(model.base_url)
+            check_servers(model.openai.base_urls)
         except SetupError as exc:
             raise EvalError(f"the policy cannot generate: {exc}") from None
     try:
