@@ -170,3 +170,39 @@ def test_a_runs_trained_policy_is_evaluated(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     RunDir(empty).create(scripted_run_config(tmp_path, name="empty"))
     _one_line_error(spade("eval", "envs", "--run", str(empty)), "has no trained policy yet")
+
+
+def test_eval_with_several_runs_prints_the_same_comparison_as_compare(tmp_path: Path) -> None:
+    ev = EvalConfig(every=1, suites=(f"envs:{DATA}",), episodes=4, limit=None)
+    a, b = (
+        train(scripted_run_config(tmp_path, name=n, steps=s, eval=ev)).root for n, s in (("a", 2), ("b", 3))
+    )
+    # without suites: the runs' latest in-training evaluations, exactly as `spade compare`
+    stored = spade("eval", "--run", str(a), "--run", str(b), "--json")
+    assert stored.returncode == 0, stored.stderr
+    assert stored.stdout == spade("compare", str(a), str(b), "--json").stdout
+    # with suites: each run's policy evaluated on the same items, then compared
+    out = tmp_path / "cmp"
+    fresh = spade("eval", f"envs:{DATA}", "--episodes", "4", "--run", str(a), "--run", str(b), "--out", str(out),
+                  "--json")  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["1-a", "2-b"]
+    (cmp,) = [json.loads(x) for x in fresh.stdout.splitlines()]
+    assert (cmp["suite"], cmp["a_results"], cmp["b_results"], cmp["paired"]) == (
+        "envs",
+        str(out / "1-a"),
+        str(out / "2-b"),
+        2,
+    )
+    assert fresh.stdout == spade("compare", str(out / "1-a"), str(out / "2-b"), "--json").stdout
+    table = spade("eval", "--run", str(a), "--run", str(b))
+    assert table.returncode == 0
+    assert "B − A" in table.stdout
+    # a run without a policy: one line, exit 2, nothing written
+    empty = tmp_path / "empty"
+    RunDir(empty).create(scripted_run_config(tmp_path, name="empty"))
+    _one_line_error(
+        spade("eval", f"envs:{DATA}", "--run", str(a), "--run", str(empty), "--out", str(tmp_path / "x")),
+        "has no trained policy yet",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "cmp", "empty"]

@@ -43,13 +43,14 @@ class EnvsArgs:
 class PlayArgs:
     """Play one environment in the terminal.
 
-    ENV is a registry name (see `spade envs`) or the path of an environment file in the native or the
-    official format. Files are untrusted code and run in the sandbox (a sandbox failure ends the session
+    ENV is a registry name (see `spade envs`), `rg:<task>` (a Reasoning-Gym task as `--mode procedural`
+    trains on it; --difficulty picks its curriculum level), or the path of an environment file in the
+    native or the official format. Files are untrusted code and run in the sandbox (a sandbox failure ends the session
     with its kind and message); registry environments are the project's own code and run in-process.
     """
 
     env: Annotated[str, tyro.conf.Positional]
-    """Registry name or path to an environment file."""
+    """Registry name, rg:<Reasoning-Gym task>, or path to an environment file."""
     seed: int | None = None
     """Episode seed (random when omitted)."""
     solver: Solver = "human"

@@ -433,6 +433,26 @@ class EvalConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ProceduralConfig:
+    """``--mode procedural``: Reasoning-Gym tasks as environments, each with an adaptive difficulty level
+    (RLVE-style controller, see spade.procedural and docs/eval.md)."""
+
+    tasks: tuple[str, ...] = ("basic_arithmetic", "chain_sum", "products", "leg_counting", "gcd")
+    """Reasoning-Gym tasks to train on (`spade eval --list-tasks` lists them); designer.envs_per_regen of
+    them are played per regeneration, every task once per epoch."""
+    window: int = 16
+    """Episodes at a task's current level the win rate is measured over before its level may move."""
+    upper: float = 0.8
+    """A full window won at least this often moves the task one level up (harder)."""
+    lower: float = 0.2
+    """A full window won at most this often moves the task one level down (easier)."""
+    start_level: int = 0
+    """Every task's first level (0: the curriculum's easiest; clamped to the task's top level)."""
+    tries: int = 2
+    """Answers per episode: after a wrong one the agent is told so and tries again (as the eval suite)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """Where plays and checks run: in this process's sandbox, or on Ray worker actors across nodes."""
 
@@ -473,8 +493,9 @@ class TrainConfig:
     """Training steps (one update each); a checkpoint is written after every step."""
     seed: int = 0
     """Seed of every random choice in the run (designs, seeds of episodes, corpus order, probes)."""
-    mode: Literal["selfplay", "fixed_pool"] = "selfplay"
-    """'selfplay': designer and agent (SPADE); 'fixed_pool': agent only, on a fixed pool (the baseline)."""
+    mode: Literal["selfplay", "fixed_pool", "procedural"] = "selfplay"
+    """'selfplay': designer and agent (SPADE); 'fixed_pool': agent only, on a fixed pool (the baseline);
+    'procedural': agent only, on Reasoning-Gym tasks with adaptive difficulty (see the procedural section)."""
     pool: str = ""
     """fixed_pool mode: an official-format pool folder, a run directory (the valid environments of its
     memory.sqlite), or empty for the seed library."""
@@ -491,6 +512,7 @@ class TrainConfig:
     transcripts: TranscriptConfig = field(default_factory=TranscriptConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    procedural: ProceduralConfig = field(default_factory=ProceduralConfig)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -546,7 +568,7 @@ def validate(cfg: TrainConfig) -> None:
         "rollout.plays_per_env must be >= 2: group-relative advantages need at least two plays",
     )
     _require(
-        r.variant == "learning_potential" or cfg.mode == "fixed_pool" or cfg.rollout.hint_plays_per_env >= 1,
+        r.variant == "learning_potential" or cfg.mode != "selfplay" or cfg.rollout.hint_plays_per_env >= 1,
         f"reward.variant={r.variant!r} needs hinted plays: set rollout.hint_plays_per_env >= 1",
     )
     _validate_model(cfg.model, cfg.mode)
@@ -561,6 +583,8 @@ def validate(cfg: TrainConfig) -> None:
     )
     _validate_eval(cfg.eval)
     _validate_cluster(cfg.cluster)
+    if cfg.mode == "procedural":
+        _validate_procedural(cfg.procedural)
 
 
 def _validate_cluster(c: ClusterConfig) -> None:
@@ -601,6 +625,21 @@ def _validate_model(m: ModelConfig, mode: str) -> None:
         "model.backend='openai' needs model.openai.base_urls "
         "(e.g. --model.openai.base-urls http://127.0.0.1:8000/v1)",
     )
+
+
+def _validate_procedural(p: ProceduralConfig) -> None:
+    from spade.procedural import task_problem  # noqa: PLC0415 - imports reasoning_gym only in this mode
+
+    _require(p.window >= 1, f"procedural.window must be >= 1 (got {p.window})")
+    _require(
+        0.0 <= p.lower < p.upper <= 1.0,
+        f"procedural.lower < procedural.upper must lie in [0, 1] (got {p.lower}, {p.upper})",
+    )
+    _require(
+        p.start_level >= 0 and p.tries >= 1, "procedural.start_level must be >= 0 and procedural.tries >= 1"
+    )
+    problem = task_problem(p.tasks)
+    _require(not problem, problem)
 
 
 def _validate_eval(e: EvalConfig) -> None:

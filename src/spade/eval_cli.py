@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import tyro
 from rich import progress as rp
@@ -23,6 +25,9 @@ from rich.console import Console
 from spade.config import ModelConfig
 from spade.evals.base import EvalError, EvalOptions, Progress
 from spade.evals.registry import SUITES
+
+if TYPE_CHECKING:
+    from spade.evals.compare import Comparison
 
 ProgressFactory = Callable[[str], Progress]
 
@@ -65,10 +70,12 @@ class EvalArgs:
     """Episodes in flight (the backend batches their requests)."""
     seed: int = DEFAULTS.seed
     """Evaluation seed: with suite, item and episode it fixes every instance."""
-    run: Path | None = None
-    """Evaluate this run's trained policy (its model config, weights from <run>/policy)."""
+    run: Annotated[tuple[Path, ...], tyro.conf.UseAppendAction] = ()
+    """Evaluate this run's trained policy (its model config, weights from <run>/policy). Repeated (`--run A
+    --run B`): evaluate each run on the same items (into <out>/<k>-<run name>) and print their comparison
+    as `spade compare` does; without suites, compare the runs' latest in-training evaluations."""
     checkpoint: int | None = None
-    """With --run: the step of a kept checkpoint instead of the latest policy."""
+    """With --run: the step of a kept checkpoint instead of the latest policy (of every run)."""
     run_archive: Path | None = None
     """envs suite: also evaluate the accepted environments of this run's archive."""
     solver: bool = False
@@ -133,7 +140,7 @@ def _check(args: EvalArgs) -> None:
         raise EvalError(f"name at least one suite: {', '.join(SUITES)} (e.g. `spade eval reasoning_gym`)")
     if args.episodes < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.fewshot < 0:
         raise EvalError("--episodes, --concurrency and --max-tokens must be >= 1 and --fewshot >= 0")
-    if args.solver and args.run is not None:
+    if args.solver and args.run:
         raise EvalError("choose one policy: --solver or --run")
 
 
@@ -164,8 +171,8 @@ def _source(args: EvalArgs) -> Any:
 
     if args.solver:
         return PolicySource(kind="solver", seed=args.seed)
-    if args.run is not None:
-        return PolicySource(kind="run", run=args.run, checkpoint=args.checkpoint, seed=args.seed)
+    if args.run:
+        return PolicySource(kind="run", run=args.run[0], checkpoint=args.checkpoint, seed=args.seed)
     return PolicySource(kind="model", model=args.model, seed=args.seed)
 
 
@@ -178,6 +185,8 @@ def run_eval(argv: Sequence[str]) -> int:
     try:
         if args.list_tasks:
             return _list_tasks()
+        if len(args.run) > 1 and not args.suites:  # as `spade compare A B ...`
+            return _print_comparisons(_compare(args.run), as_json=args.json)
         _check(args)
         opts = options(args)
         requests = [
@@ -185,6 +194,10 @@ def run_eval(argv: Sequence[str]) -> int:
         ]
         out = args.out or Path("eval-results") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         with _progress_bars(sys.stderr.isatty() or not args.json) as bars:
+            if len(args.run) > 1:
+                folders = _eval_runs(args, requests, out, bars)
+                print(f"results: {', '.join(map(str, folders))}", file=sys.stderr)
+                return _print_comparisons(_compare(folders), as_json=args.json)
             reports = evaluate(requests, _source(args), out=out, overwrite=args.overwrite, progress=bars)
     except EvalError as exc:
         print(f"spade eval: {exc}", file=sys.stderr)
@@ -199,6 +212,51 @@ def run_eval(argv: Sequence[str]) -> int:
     else:
         report.print_table(report.eval_table(reports))
         print(report.footer(reports))
+    return 0
+
+
+def _eval_runs(args: EvalArgs, requests: Sequence[Any], out: Path, bars: ProgressFactory) -> list[Path]:
+    """Evaluate every ``--run`` on the same requests into ``out/<k>-<run name>``; returns those folders.
+
+    Results are written next to ``out`` first and moved into place only when every run was evaluated, so a
+    failure (say, a run without a policy) leaves nothing behind.
+    """
+    from spade.evals.policies import PolicySource, run_weights  # noqa: PLC0415
+    from spade.evals.results import check_writable  # noqa: PLC0415
+    from spade.evals.runner import evaluate  # noqa: PLC0415
+
+    check_writable(out, overwrite=args.overwrite)
+    for run in args.run:  # every run has a policy before any is evaluated
+        run_weights(run, args.checkpoint)
+    tmp = out.parent / f".{out.name}.runs-{os.getpid()}"
+    names = [f"{k}-{run.resolve().name}" for k, run in enumerate(args.run, 1)]
+    try:
+        for run, name in zip(args.run, names, strict=True):
+            source = PolicySource(kind="run", run=run, checkpoint=args.checkpoint, seed=args.seed)
+            evaluate(requests, source, out=tmp / name, progress=bars)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [out / name for name in names]
+
+
+def _compare(paths: Sequence[Path]) -> list[Comparison]:
+    from spade.evals.compare import compare_paths  # noqa: PLC0415
+
+    return compare_paths(paths)
+
+
+def _print_comparisons(comparisons: Sequence[Comparison], *, as_json: bool) -> int:
+    """Print comparisons as ``spade compare`` does (a table, or one JSON object per suite and pair)."""
+    from spade.evals import report  # noqa: PLC0415
+
+    if as_json:
+        for c in comparisons:
+            print(json.dumps(c.to_dict(), sort_keys=True))
+    else:
+        report.print_table(report.compare_table(comparisons))
     return 0
 
 
@@ -231,17 +289,9 @@ def _list_tasks() -> int:
 def run_compare(argv: Sequence[str]) -> int:
     """``spade compare``: returns the exit status (0, or 2 on bad input)."""
     args = tyro.cli(CompareArgs, args=list(argv), prog="spade compare")
-    from spade.evals import report  # noqa: PLC0415
-    from spade.evals.compare import compare_paths  # noqa: PLC0415
-
     try:
-        comparisons = compare_paths(args.inputs)
+        comparisons = _compare(args.inputs)
     except EvalError as exc:
         print(f"spade compare: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        for c in comparisons:
-            print(json.dumps(c.to_dict(), sort_keys=True))
-    else:
-        report.print_table(report.compare_table(comparisons))
-    return 0
+    return _print_comparisons(comparisons, as_json=args.json)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spade import cluster, designer, tool_prompts, transcripts
+from spade import cluster, designer, procedural, tool_prompts, transcripts
 from spade.actions import last_boxed, strip_reasoning
 from spade.backends.batching import BatchingPolicy
 from spade.checker import CheckReport, Finding, FindingCode
@@ -156,7 +156,10 @@ def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
 
 
 def _pool(cfg: TrainConfig) -> list[EnvSource]:
-    """The warm-start / fixed-pool environments: the seed library, a run's archive, or a folder of files."""
+    """The warm-start / fixed-pool environments: the seed library, a run's archive, or a folder of files;
+    in procedural mode the Reasoning-Gym task environments."""
+    if cfg.mode == "procedural":
+        return procedural.sources(cfg.procedural)
     if not cfg.pool:
         return seed_sources(cfg.designer.setting)
     folder = Path(cfg.pool)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
+from spade import procedural
 from spade.env import StepResult, TextEnv, ToolEnv, answer_action, tool_call_action
 
 Solver = Literal["scripted", "human", "model"]
@@ -192,11 +193,17 @@ class _TrustedEnv:
 def open_playable(env_or_file: str, max_turns: int | None = None) -> Iterator[Playable]:
     """A registry environment (the project's own code, in-process) or an environment file (in the sandbox)."""
     from spade import envs  # noqa: PLC0415 - keeps the module importable without the registry loaded
-    from spade.sandbox import Sandbox  # noqa: PLC0415 - starts processes; only files need it
+    from spade.sandbox import Limits, Sandbox  # noqa: PLC0415 - starts processes; only files need it
 
     if env_or_file in envs.names():
         kwargs = {} if max_turns is None else {"max_turns": max_turns}
         yield _TrustedEnv(envs.make(env_or_file, **kwargs))
+        return
+    if env_or_file.startswith(procedural.ENV_PREFIX):  # a Reasoning-Gym task, as --mode procedural plays it
+        limits = procedural.sandbox_limits(Limits())
+        code = _procedural_source(env_or_file)
+        with Sandbox(limits) as box, box.open(code, filename=f"<{env_or_file}>", max_turns=max_turns) as env:
+            yield env
         return
     path = Path(env_or_file)
     if not path.is_file():
@@ -251,12 +258,23 @@ def _source_of(env_or_file: str) -> tuple[str, str]:
 
     if env_or_file in envs.names():
         return envs.spec(env_or_file).source(), env_or_file
+    if env_or_file.startswith(procedural.ENV_PREFIX):
+        return _procedural_source(env_or_file), env_or_file
     path = Path(env_or_file)
     if not path.is_file():
         raise FileNotFoundError(
             f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)"
         )
     return path.read_text(), path.stem
+
+
+def _procedural_source(name: str) -> str:
+    """The environment source of ``rg:<task>`` (ValueError naming close tasks when there is none)."""
+    task = procedural.task_of(name)
+    problem = procedural.task_problem([task], where=name)
+    if problem:
+        raise ValueError(problem)
+    return procedural.task_source(task).code
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +293,10 @@ async def _watch(cfg: Any, policy: Any, w: _Watch, out: TextIO) -> PlayResult:
     from spade.sandbox import EnvInstance, Sandbox  # noqa: PLC0415
 
     out.write(f"Seed: {w.seed}\n")
-    with Sandbox(limits=cfg.sandbox) as runner:
+    limits = (
+        procedural.sandbox_limits(cfg.sandbox) if w.name.startswith(procedural.ENV_PREFIX) else cfg.sandbox
+    )
+    with Sandbox(limits=limits) as runner:
         env = await runner.aopen(w.code, filename=f"<{w.name}>", max_turns=w.max_turns)
         narrated = cast(EnvInstance, _NarratedEnv(env, out))
         try:

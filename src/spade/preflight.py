@@ -35,6 +35,8 @@ def check_setup(cfg: TrainConfig, *, fresh: bool) -> None:
         check_runs_dir(cfg.run_dir)
     if cfg.mode == "fixed_pool" or cfg.memory.warm_start:
         check_pool(cfg.pool)
+    if cfg.mode == "procedural":
+        check_procedural(cfg.procedural.tasks)
     if cfg.mode == "selfplay" and cfg.corpus.enabled and cfg.corpus.path:
         check_corpus(cfg.corpus.path)
     if cfg.model.backend != "scripted":
@@ -66,6 +68,17 @@ def check_pool(pool: str) -> None:
         )
     if not any(folder.glob("*.py")) and not any(folder.glob("games/*.py")):
         raise SetupError(f"pool folder {folder} holds no environment files (*.py or games/*.py): fix --pool")
+
+
+def check_procedural(tasks: tuple[str, ...]) -> None:
+    """Every difficulty level of every procedural task builds an item (names were checked by the config)."""
+    from spade.procedural import ProceduralError, task_levels  # noqa: PLC0415 - imports reasoning_gym
+
+    for task in tasks:
+        try:
+            task_levels(task)
+        except ProceduralError as exc:
+            raise SetupError(f"--procedural.tasks: {exc}; leave the task out") from None
 
 
 def check_corpus(path: str) -> None:

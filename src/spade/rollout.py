@@ -29,6 +29,8 @@ class PlayJob:
     source: str
     seed: int
     hint: str | None = None
+    difficulty: int | None = None
+    """Difficulty level of this play (None: ``PlayConfig.difficulty``); procedural mode sets it per task."""
 
 
 def episode_seeds(run_seed: int, step: int, env_id: str, n: int) -> list[int]:
@@ -56,19 +58,31 @@ async def run_jobs(
 ) -> list[Trajectory]:
     """Play every job (concurrently, bounded); results come back in job order."""
     gate = asyncio.Semaphore(max_concurrent)
-    options = None if cfg.difficulty is None else {"difficulty": cfg.difficulty}
-    demos: dict[str, tuple[Demo, ...]] = {}
-    if cfg.demos > 0:
-        plays = [(j.env_id, j.source, j.seed) for j in jobs]
-        demos = await demos_by_env(
-            runner, plays, n=cfg.demos, options=options, max_actions=cfg.demo_max_actions
-        )
+    demos: dict[tuple[str, int | None], tuple[Demo, ...]] = {}
+    if cfg.demos > 0:  # demonstrations at each play's own level
+        for level in dict.fromkeys(j.difficulty for j in jobs):
+            plays = [(j.env_id, j.source, j.seed) for j in jobs if j.difficulty == level]
+            found = await demos_by_env(
+                runner,
+                plays,
+                n=cfg.demos,
+                options=reset_options(cfg, level),
+                max_actions=cfg.demo_max_actions,
+            )
+            demos.update({(env, level): d for env, d in found.items()})
 
     async def one(job: PlayJob) -> Trajectory:
         async with gate:
-            return await _play_one(runner, policy, job, cfg, options, demos=demos.get(job.env_id, ()))
+            shown = demos.get((job.env_id, job.difficulty), ())
+            return await _play_one(runner, policy, job, cfg, reset_options(cfg, job.difficulty), demos=shown)
 
     return list(await asyncio.gather(*(one(j) for j in jobs)))
+
+
+def reset_options(cfg: PlayConfig, difficulty: int | None) -> dict[str, int] | None:
+    """The ``reset`` options of a play at ``difficulty`` (None: ``cfg.difficulty``, None again: no options)."""
+    level = cfg.difficulty if difficulty is None else difficulty
+    return None if level is None else {"difficulty": level}
 
 
 async def _play_one(

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from spade import cluster, distributed, resources, stopping
+from spade import cluster, distributed, procedural, resources, stopping
 from spade import credit as cr
 from spade import rewards as rw
 from spade.backends import policy_metrics
@@ -50,11 +50,14 @@ class LoopState:
     """learning_potential variant: per-skill slow EMA of window win rates."""
     corpus: dict[str, Any] = field(default_factory=dict)
     """The corpus sampler's resumable state."""
+    levels: dict[str, procedural.TaskLevel] = field(default_factory=dict)
+    """procedural mode: each Reasoning-Gym task's difficulty controller."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (the checkpoint's ``state.json``)."""
         return {"step": self.step, "current": list(self.current), "credit": [e.to_dict() for e in self.credit],
-                "lp_ema": dict(self.lp_ema), "corpus": self.corpus}  # fmt: skip
+                "lp_ema": dict(self.lp_ema), "corpus": self.corpus,
+                "levels": {k: v.to_dict() for k, v in self.levels.items()}}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoopState:
@@ -65,6 +68,7 @@ class LoopState:
             credit=[PendingCredit.from_dict(e) for e in data["credit"]],
             lp_ema={str(k): float(v) for k, v in data["lp_ema"].items()},
             corpus=dict(data["corpus"]),
+            levels={str(k): procedural.TaskLevel.from_dict(v) for k, v in data.get("levels", {}).items()},
         )
 
 
@@ -174,9 +178,10 @@ async def _loop(cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, 
 
 
 def _fresh(cfg: TrainConfig, c: Components) -> LoopState:
-    if cfg.memory.warm_start or cfg.mode == "fixed_pool":
+    if cfg.memory.warm_start or cfg.mode != "selfplay":
         c.memory.warm_start(c.pool)
-    return LoopState(corpus=c.corpus_state())
+    levels = procedural.initial_levels(cfg.procedural) if cfg.mode == "procedural" else {}
+    return LoopState(corpus=c.corpus_state(), levels=levels)
 
 
 def _restore(cfg: TrainConfig, run: RunDir, c: Components, progress: Progress) -> LoopState:
@@ -227,12 +232,17 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
 
     progress(f"step {step}: play {len(state.current)} environments")
     t0 = time.perf_counter()
-    trajectories = await _play(cfg, c, state.current, designed, step)
+    levels = {procedural.env_id(k): v.level for k, v in state.levels.items()}
+    trajectories = await _play(cfg, c, state.current, designed, step, levels=levels)
     row["time/play_s"] = time.perf_counter() - t0
     c.record_plays(step, trajectories)
 
     agent_samples, agent_metrics, per_env = _score_agent(cfg, trajectories)
     row.update(agent_metrics)
+    if cfg.mode == "procedural":  # move each played task's difficulty by its win rate (RLVE-style)
+        outcomes = procedural.outcomes(trajectories)
+        state.levels, level_metrics = procedural.observe(state.levels, outcomes, cfg.procedural)
+        row.update(level_metrics)
     row["speed/sampled_tokens_per_s"] = row["agent/sampled_tokens"] / max(row["time/play_s"], 1e-9)
     state.credit = list(cr.observe([*state.credit, *(_pending(d, per_env, step) for d in designed)], per_env))
     # The designer scale counts agent plays before constant groups are dropped (as the authors do).
@@ -260,10 +270,11 @@ def _choose_current(
 ) -> list[str]:
     """The environments played until the next regeneration.
 
-    fixed_pool: the next batch of the pool (:func:`_pool_batch`). selfplay: the new valid environments,
-    topped up from the archive when there are too few (:func:`_top_up`).
+    fixed_pool and procedural: the next batch of the pool (:func:`_pool_batch`; procedural: of the task
+    environments). selfplay: the new valid environments, topped up from the archive when there are too few
+    (:func:`_top_up`).
     """
-    if cfg.mode == "fixed_pool":
+    if cfg.mode != "selfplay":
         return _pool_batch(cfg, memory, step)
     if not cfg.memory.enabled:  # no-memory ablation: never replay designs
         return fresh_only(cfg, memory, designed, step)
@@ -301,15 +312,23 @@ def _pool_batch(cfg: TrainConfig, memory: Memory, step: int) -> list[str]:
 
 
 async def _play(
-    cfg: TrainConfig, c: Components, current: Sequence[str], designed: Sequence[DesignOutcome], step: int
+    cfg: TrainConfig,
+    c: Components,
+    current: Sequence[str],
+    designed: Sequence[DesignOutcome],
+    step: int,
+    *,
+    levels: Mapping[str, int],
 ) -> list[Trajectory]:
+    """Play ``current`` (``levels``: a difficulty level per environment id, procedural mode)."""
     new = {d.env_id: d for d in designed if d.valid}
     rc = cfg.rollout
     jobs = []
     for env_id in current:
         seeds = episode_seeds(cfg.seed, step, env_id, max(rc.plays_per_env, rc.hint_plays_per_env))
         code = c.memory.get(env_id).code
-        jobs += paired_jobs(env_id, code, seeds, rc.plays_per_env, hint=None, hint_plays=0)
+        plain = paired_jobs(env_id, code, seeds, rc.plays_per_env, hint=None, hint_plays=0)
+        jobs += [dataclasses.replace(j, difficulty=levels.get(env_id)) for j in plain]
         if env_id in new:  # hinted arm: one code-only hint for every seed, or one hint per seed
             hints = new[env_id].hints_for(rc.hint_plays_per_env)
             jobs += [PlayJob(env_id, code, s, h) for s, h in zip(seeds, hints, strict=False) if h]
@@ -442,7 +461,7 @@ def _remember(
         memory.record_stats(env_id, step, s.win_rate, regret, s.plays)
     row.update(memory.metrics())
     row["memory/size"] = row.get("memory/valid", 0.0)
-    if cfg.mode == "fixed_pool":  # fraction of the pool played at least once
+    if cfg.mode != "selfplay":  # fraction of the pool played at least once
         pool = memory.records(status=EnvStatus.VALID)
         row["pool/covered"] = sum(r.last_step is not None for r in pool) / max(len(pool), 1)
 
@@ -459,6 +478,8 @@ def _summary(cfg: TrainConfig, row: dict[str, Any], eta_s: float) -> str:
         parts.append(f"envs valid {valid}/{int(row['designer/envs'])}")
     hint = f" (hint {row['agent/win_rate_hint']:.2f})" if "agent/win_rate_hint" in row else ""
     parts.append(f"win {row['agent/win_rate']:.2f}{hint}")
+    if "procedural/level_mean" in row:
+        parts.append(f"level {row['procedural/level_mean']:.2f}")
     if "designer/regret_mean" in row:
         parts.append(f"regret {row['designer/regret_mean']:+.2f}")
     parts.append(f"{row['speed/sampled_tokens_per_s']:.0f} tok/s")

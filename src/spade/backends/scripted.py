@@ -19,6 +19,7 @@ the request order. Tokens are UTF-8 bytes under a tiny chat template.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from spade import prompts
+from spade import procedural, prompts
 from spade.skills import GAME_SKILLS
 from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSample
 
@@ -48,6 +49,8 @@ _HINT_MARKERS = tuple(
 )
 _SKILL = re.compile(r"TARGET SKILL: [^(]*\(`([a-z_]+)`\)")
 _QUESTION = re.compile(r"What is (-?\d+) ([+\-*]) (-?\d+)\?")
+_EXPRESSION = re.compile(r"-?\d+(?:\s*[-+*]\s*-?\d+)+")
+"""An integer chain such as Reasoning-Gym's ``8 - -4 + 3 =`` or ``7 * 6`` (procedural mode's tasks)."""
 _INSTRUCTION = re.compile(r"Set the stock of ([a-z]+) to (\d+) units\.")
 _ALL_DONE = "[ALL STEPS COMPLETE]"
 
@@ -255,6 +258,8 @@ def play_reply(prompt: str, skill: float) -> str:
     if steps:
         return _tool_reply(prompt, steps[-1], skill)
     questions = _QUESTION.findall(prompt)
+    if not questions and procedural.ASK in prompt:
+        return _expression_reply(prompt, skill)
     if not questions:
         return "I am not sure. \\boxed{0}"
     a, op, b = questions[-1]
@@ -262,6 +267,36 @@ def play_reply(prompt: str, skill: float) -> str:
     value = x + y if op == "+" else x - y if op == "-" else x * y
     right = "HINT:" in prompt or _unit("play" + prompt) < skill
     return f"Let me compute {a} {op} {b}. \\boxed{{{value if right else value + 1}}}"
+
+
+def _expression_reply(prompt: str, skill: float) -> str:
+    """The value of the last integer chain in the prompt (with probability ``skill``; else off by one)."""
+    chains = _EXPRESSION.findall(prompt)
+    if not chains:
+        return "I am not sure. \\boxed{0}"
+    try:
+        value = _evaluate(ast.parse(chains[-1], mode="eval").body)
+    except SyntaxError:  # e.g. a leading zero
+        value = 0
+    right = "HINT:" in prompt or _unit("play" + prompt) < skill
+    return f"Let me compute {chains[-1]}. \\boxed{{{value if right else value + 1}}}"
+
+
+def _evaluate(node: ast.expr) -> int:
+    """An integer chain of +, - and * (with Python's precedence); anything else is 0."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand)
+    if isinstance(node, ast.BinOp):
+        a, b = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Add):
+            return a + b
+        if isinstance(node.op, ast.Sub):
+            return a - b
+        if isinstance(node.op, ast.Mult):
+            return a * b
+    return 0
 
 
 def _tool_reply(prompt: str, last: re.Match[str], skill: float) -> str:

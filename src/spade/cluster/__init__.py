@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
+from spade import procedural
 from spade.checker import CheckReport, check_env
 from spade.cluster.placement import ClusterError
 from spade.config import CheckerConfig, TrainConfig, WinRule
@@ -41,15 +42,16 @@ class RemoteChecks(Protocol):
 @contextlib.contextmanager
 def open_runner(cfg: TrainConfig) -> Iterator[EnvRunner]:
     """The run's environment runner; closes it (and its sandboxes or workers) on exit."""
+    limits = procedural.run_limits(cfg)  # procedural mode: every sandbox preloads reasoning_gym
     if cfg.cluster.backend == "ray":
         from spade.cluster.ray_runner import RayRunner  # noqa: PLC0415 - Ray only when asked for
 
-        with RayRunner(cfg.cluster, cfg.sandbox) as ray_runner:
+        with RayRunner(cfg.cluster, limits) as ray_runner:
             yield ray_runner
         return
     from spade.sandbox import Sandbox  # noqa: PLC0415 - starts nothing until entered
 
-    with Sandbox(limits=cfg.sandbox) as sandbox:
+    with Sandbox(limits=limits) as sandbox:
         yield sandbox
 
 

@@ -27,11 +27,11 @@ class Comparison:
     by_category: dict[str, PairedDiff]
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``--json`` object."""
+        """The ``--json`` object (``a``/``b`` are the mean scores; ``a_results``/``b_results`` the inputs)."""
         return {
             "suite": self.suite,
-            "a": self.a,
-            "b": self.b,
+            "a_results": self.a,
+            "b_results": self.b,
             **self.total.to_dict(),
             "by_category": {k: v.to_dict() for k, v in self.by_category.items()},
         }

@@ -67,6 +67,10 @@ class Limits:
     """Size of the instance UID range."""
     zygote_timeout_s: float = 60.0
     """Wall-clock limit of starting the zygote (interpreter start plus preloading)."""
+    preload: tuple[str, ...] = ()
+    """Extra modules the zygote imports before the first fork, beside its standard set, so instances can use
+    them after the UID drop (e.g. ``reasoning_gym`` for ``--mode procedural``); a missing one is reported in
+    ``Sandbox.layers`` notes, not raised."""
 
     def __post_init__(self) -> None:
         problems = _problems(self)

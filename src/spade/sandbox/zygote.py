@@ -45,10 +45,10 @@ _CLONE_NEWIPC = 0x08000000
 _REAPED_KEEP = 4096
 
 
-def preload() -> list[str]:
-    """Import :data:`PRELOAD`; returns the names that are not installed here."""
+def preload(extra: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """Import :data:`PRELOAD` and ``extra`` (``Limits.preload``); returns the names not installed here."""
     missing = []
-    for name in PRELOAD:
+    for name in (*PRELOAD, *extra):
         try:
             importlib.import_module(name)
         except ImportError:
@@ -256,7 +256,7 @@ def main() -> None:
     control = socket.socket(fileno=int(config["control_fd"]))
     try:
         limits = Limits(**config["limits"])
-        missing = preload()
+        missing = preload(limits.preload)
         if not config.get("bubblewrap"):
             _unshare_network()
         plan, layers = decide(limits)
