@@ -110,6 +110,7 @@ class VLLMPolicy:
             seed=seed,
             max_lora_rank=cfg.vllm.max_lora_rank,
             kv_cache_gib=cfg.vllm.kv_cache_gib,
+            engine_kwargs={} if cfg.vllm.compile else {"enforce_eager": True},
         )
 
     # -- Policy -----------------------------------------------------------------------------------------------
