@@ -15,9 +15,14 @@ from typing import Any
 
 from spade.env import TextEnv
 
-# (dials, largest number on a dial, turn budget) per difficulty level; the budget is what binary search
-# needs in the worst case, so a random guesser wins well under 10% of games at every level
-LEVELS: tuple[tuple[int, int, int], ...] = ((3, 12, 12), (3, 20, 15), (4, 30, 20), (4, 100, 28))
+# The budgets are what binary search needs in the worst case: random guessing wins under 10% of games.
+# (dials, largest number on a dial, turn budget) per difficulty level
+LEVELS: tuple[tuple[int, int, int], ...] = (
+    (3, 12, 12),
+    (3, 20, 15),
+    (4, 30, 20),
+    (4, 100, 28),
+)
 GUESS_RE = re.compile(r"^\s*(?:\\boxed\s*\{\s*(-?\d+)\s*\}|(-?\d+))\s*[.!]?\s*$")
 
 

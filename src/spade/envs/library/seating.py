@@ -18,7 +18,11 @@ from spade.env import TextEnv
 
 NAMES = ("Alice", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jun", "Kofi", "Lena")
 # (people in the row, turn budget) per difficulty level
-LEVELS: tuple[tuple[int, int], ...] = ((4, 6), (5, 7), (6, 8))
+LEVELS: tuple[tuple[int, int], ...] = (
+    (4, 6),
+    (5, 7),
+    (6, 8),
+)
 Seats = tuple[str, ...]
 Where = dict[str, int]
 """Seat index (from 0) of each person."""
