@@ -60,9 +60,9 @@ def _agent(
 
 
 def _designer(cfg: TrainConfig, policy: Policy, runner: Sandbox, n: int) -> dict[str, Any]:
-    """``n`` designer replies in the preset's edit format, each parent a seed game, through the checker."""
+    """``n`` designer replies in the preset's edit format, parents the seed games of its skills, checked."""
     d = cfg.designer
-    games = envs.names("games")
+    games = [n for n in envs.names("games") if envs.spec(n).skill in d.skills]  # the preset's parents
     requests = []
     for i in range(n):
         spec = envs.spec(games[i % len(games)])

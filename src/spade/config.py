@@ -366,7 +366,7 @@ class MemoryConfig:
     band_high: float = 0.9
     """Win-rate band in which an environment counts as learnable."""
     warm_start: bool = True
-    """Seed the archive with the seed library of the active setting."""
+    """Seed the archive with the seed library of the active setting (the seeds of `designer.skills`)."""
     example_pool: int = 10
     """Prompt examples are drawn from this many top-regret in-band records (0: always the very top)."""
     replay_temperature: float = 0.3

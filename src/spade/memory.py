@@ -220,14 +220,15 @@ def ast_fingerprint(code: str) -> str:
     return "ast:" + hashlib.sha256(dumped.encode()).hexdigest()
 
 
-def seed_sources(setting: Setting) -> list[EnvSource]:
-    """The seed library of ``setting`` as sources (env ids ``seed:<name>``, created at step 0)."""
+def seed_sources(setting: Setting, skills: Sequence[str] = ()) -> list[EnvSource]:
+    """The seed library of ``setting`` as sources (env ids ``seed:<name>``, created at step 0); with
+    ``skills``, only the seeds of those skills."""
     from spade import envs  # noqa: PLC0415 - imports the whole seed library; only needed for a warm start
 
     out = []
     for name in envs.names(setting):
         spec = envs.spec(name)
-        if spec.source_path is not None:
+        if spec.source_path is not None and (not skills or spec.skill in skills):
             out.append(EnvSource(code=spec.source(), skill=spec.skill, env_id=f"seed:{name}"))
     return out
 
