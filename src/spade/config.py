@@ -716,6 +716,7 @@ CPU_TINY = TrainConfig(
         format_reward=0.1,
         difficulty=0,
         demos=1,  # one solved episode first: the 135M model then answers in the action format
+        demo_max_actions=12,  # a whole easiest-level lock (3 dials by binary search)
     ),
     checker=CheckerConfig(probe_episodes=3, feasibility_seeds=2, exploit_episodes=4),
     designer=DesignerConfig(
@@ -736,7 +737,7 @@ CPU_TINY = TrainConfig(
     ),
     rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4, max_concurrent_plays=48),
     reward=RewardConfig(variant="regret"),
-    trainer=TrainerConfig(lr=1e-4, lora_rank=8, lora_alpha=16, micro_batch_tokens=2048),
+    trainer=TrainerConfig(lr=1e-4, lora_rank=8, lora_alpha=16, micro_batch_tokens=1024),
     memory=MemoryConfig(capacity=50),
 )
 """Embedded SmolLM2-135M on 2 CPU cores: a complete run in well under 30 minutes."""

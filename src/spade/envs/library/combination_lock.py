@@ -82,7 +82,7 @@ class CombinationLockEnv(TextEnv):
             low, high = 1, self.top
             while True:
                 guess = (low + high) // 2
-                moves.append(f"\\boxed{{{guess}}}")
+                moves.append(str(guess))
                 if guess == secret:
                     break
                 low, high = (guess + 1, high) if guess < secret else (low, guess - 1)
@@ -90,7 +90,7 @@ class CombinationLockEnv(TextEnv):
 
     def sample_action(self, rng: random.Random) -> str:
         """A uniform random guess over a dial's range (used by tests as the random baseline)."""
-        return f"\\boxed{{{rng.randint(1, self.top)}}}"
+        return str(rng.randint(1, self.top))
 
 
 ENV = CombinationLockEnv
