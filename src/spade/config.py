@@ -502,6 +502,10 @@ class TrainConfig:
     pool: str = ""
     """fixed_pool mode: an official-format pool folder, a run directory (the valid environments of its
     memory.sqlite), or empty for the seed library."""
+    sampled_token_budget: int = 0
+    """End the run after the step at which the tokens the model has sampled in it (agent replies, designs
+    and hints: every completion token) reach this many, even before ``steps`` (0: no budget). Equal budgets
+    make modes comparable: self-play pays for its designer out of the same budget."""
     model: ModelConfig = field(default_factory=ModelConfig)
     play: PlayConfig = field(default_factory=PlayConfig)
     sandbox: Limits = field(default_factory=Limits)
@@ -530,6 +534,7 @@ def validate(cfg: TrainConfig) -> None:
     """Cross-field checks; raises ConfigError saying how to fix the first problem found."""
     d, t, r = cfg.designer, cfg.trainer, cfg.reward
     _require(cfg.steps >= 1, f"steps must be >= 1 (got {cfg.steps})")
+    _require(cfg.sampled_token_budget >= 0, "sampled_token_budget must be >= 0 (0: no budget)")
     _require(cfg.play.demos >= 0, f"play.demos must be >= 0 (got {cfg.play.demos})")
     _require(d.regen_interval >= 1, "designer.regen_interval must be >= 1")
     _require(d.envs_per_regen >= 1, "designer.envs_per_regen must be >= 1")

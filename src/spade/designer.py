@@ -350,7 +350,8 @@ def design_metrics(designs: Sequence[Design]) -> dict[str, float]:
     n = len(designs)
     out = {f"designer/{s}_rate": sum(d.status == s for d in designs) / n for s in get_args(ExtractStatus)}
     out["designer/edit_share"] = sum(d.mode == "edit" for d in designs) / n
-    out["designer/completion_tokens_mean"] = sum(sum(d.mask_T) for d in designs) / n
+    out["designer/sampled_tokens"] = float(sum(sum(d.mask_T) for d in designs))
+    out["designer/completion_tokens_mean"] = out["designer/sampled_tokens"] / n
     return out
 
 

@@ -243,10 +243,12 @@ def _public(req: HintRequest) -> tuple[str, ...]:
 
 
 def hint_metrics(hints: Sequence[Hint]) -> dict[str, float]:
-    """The share of hints per :data:`HintReason`, under ``hint/``, plus ``hint/accepted_rate``."""
+    """The share of hints per :data:`HintReason`, under ``hint/``, plus ``hint/accepted_rate`` and
+    ``hint/sampled_tokens`` (completion tokens of every hint call)."""
     if not hints:
         return {}
     n = len(hints)
     out = {f"hint/{r}_rate": sum(h.reason == r for h in hints) / n for r in get_args(HintReason)}
     out["hint/accepted_rate"] = sum(h.hint is not None for h in hints) / n
+    out["hint/sampled_tokens"] = float(sum(sum(h.mask_T) for h in hints))
     return out

@@ -52,12 +52,15 @@ class LoopState:
     """The corpus sampler's resumable state."""
     levels: dict[str, procedural.TaskLevel] = field(default_factory=dict)
     """procedural mode: each Reasoning-Gym task's difficulty controller."""
+    sampled_tokens: int = 0
+    """Completion tokens the model has sampled in the run so far (``sampled_token_budget``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (the checkpoint's ``state.json``)."""
         return {"step": self.step, "current": list(self.current), "credit": [e.to_dict() for e in self.credit],
                 "lp_ema": dict(self.lp_ema), "corpus": self.corpus,
-                "levels": {k: v.to_dict() for k, v in self.levels.items()}}  # fmt: skip
+                "levels": {k: v.to_dict() for k, v in self.levels.items()},
+                "sampled_tokens": self.sampled_tokens}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoopState:
@@ -69,6 +72,7 @@ class LoopState:
             lp_ema={str(k): float(v) for k, v in data["lp_ema"].items()},
             corpus=dict(data["corpus"]),
             levels={str(k): procedural.TaskLevel.from_dict(v) for k, v in data.get("levels", {}).items()},
+            sampled_tokens=int(data.get("sampled_tokens", 0)),  # absent in checkpoints of older runs
         )
 
 
@@ -155,10 +159,12 @@ async def _loop(cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, 
     step_times: list[float] = []
     evaluator = TrainEval(cfg, run.root)  # held-out evaluation (spade.evals.intrain); off when every=0
     try:
-        while state.step < cfg.steps:
+        while state.step < cfg.steps and not _budget_spent(cfg, state):
             evals = await evaluator.at_step(c.policy, state.step)
             started = time.perf_counter()
             row = await run_step(cfg, c, state, progress)
+            state.sampled_tokens += _sampled_tokens(row)
+            row["budget/sampled_tokens"] = float(state.sampled_tokens)
             row.update(evals)
             row["time/step_s"] = time.perf_counter() - started
             run.append_metrics(row)
@@ -167,7 +173,10 @@ async def _loop(cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, 
             _checkpoint(run, c, state)
             step_times.append(row["time/step_s"])
             progress(_summary(cfg, row, eta_s=float(np.mean(step_times)) * (cfg.steps - state.step)))
-        final = await evaluator.at_end(c.policy, cfg.steps)
+        if _budget_spent(cfg, state):
+            progress(f"sampled-token budget reached: {state.sampled_tokens} >= {cfg.sampled_token_budget} "
+                     f"tokens after {state.step} of {cfg.steps} steps")  # fmt: skip
+        final = await evaluator.at_end(c.policy, state.step)
         if final is not None:
             run.append_metrics(final)
             board.write(final)
@@ -175,6 +184,16 @@ async def _loop(cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, 
         board.close()
         if isinstance(c.trainer, distributed.LeaderTrainer):
             c.trainer.stop()
+
+
+def _sampled_tokens(row: Mapping[str, Any]) -> int:
+    """Completion tokens one step sampled: agent replies (both arms), designs and hints."""
+    keys = ("agent/sampled_tokens", "designer/sampled_tokens", "hint/sampled_tokens")
+    return int(sum(row.get(k, 0.0) for k in keys))
+
+
+def _budget_spent(cfg: TrainConfig, state: LoopState) -> bool:
+    return 0 < cfg.sampled_token_budget <= state.sampled_tokens
 
 
 def _fresh(cfg: TrainConfig, c: Components) -> LoopState:
