@@ -1,0 +1,58 @@
+"""Curve images of the experiment (PNG): one line per mode (mean over its seeds at each step)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Rows = list[dict[str, Any]]
+
+
+def mode_curve(runs: Sequence[Rows], key: str) -> tuple[list[int], list[float]]:
+    """Steps and the mean over runs of ``key`` at each step some run logged it."""
+    by_step: dict[int, list[float]] = {}
+    for rows in runs:
+        for r in rows:
+            if isinstance(r.get(key), int | float):
+                by_step.setdefault(int(r["step"]), []).append(float(r[key]))
+    steps = sorted(by_step)
+    return steps, [float(np.mean(by_step[s])) for s in steps]
+
+
+def eval_keys(rows: Mapping[str, Mapping[str, Rows]]) -> list[str]:
+    """Every ``eval/<suite>/score`` key any run logged."""
+    keys = {k for runs in rows.values() for rs in runs.values() for r in rs for k in r}
+    return sorted(k for k in keys if k.startswith("eval/") and k.endswith("/score") and k.count("/") == 2)
+
+
+def draw(path: Path, title: str, rows: Mapping[str, Mapping[str, Rows]], keys: Sequence[str]) -> Path:
+    """One chart of ``keys`` (first solid, second dashed) per mode; says so when nothing was logged."""
+    import matplotlib as mpl  # noqa: PLC0415 - heavy; only the report needs it
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.4), dpi=100)
+    drawn = 0
+    for i, (mode, runs) in enumerate(rows.items()):
+        for key, style in zip(keys, ("-", "--", ":"), strict=False):
+            steps, values = mode_curve(list(runs.values()), key)
+            if steps:
+                label = mode if key == keys[0] else f"{mode} ({key.rsplit('/', 1)[-1]})"
+                ax.plot(steps, values, style, color=f"C{i}", marker="o", markersize=3, label=label)
+                drawn += 1
+    if drawn:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no run logged this metric", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

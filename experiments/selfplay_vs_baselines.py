@@ -1,0 +1,350 @@
+"""SPADE against its baselines at an equal sampled-token budget, evaluated on held-out suites.
+
+One command trains, from the same starting model, every mode in ``--modes`` (``selfplay`` = SPADE,
+``fixed_pool`` = the agent alone on the seed library, ``procedural`` = the agent alone on Reasoning-Gym
+tasks with an adaptive difficulty controller) with every seed in ``--seeds``; evaluates the starting model
+and every final policy with ``spade eval`` on held-out suites; compares them with paired bootstrap
+intervals; and writes ``docs/results.md`` (``--results``) with curve images (``--images``).
+
+**Budget.** Each run ends after the step at which the tokens the model has sampled in it reach
+``--budget`` (``spade train --sampled-token-budget``): agent replies of both arms, designs and hints, i.e.
+every completion token. The baselines have no designer, so this is the fair currency: SPADE pays for its
+designs and hints out of the same budget the baselines spend on agent plays (counting agent tokens only
+would hand SPADE its designer for free). ``--max-steps`` is only a cap; the budget should end every run.
+
+**Held-out suites** (explicit and configurable; the table names each):
+``envs-heldout-skills``: the seed environments whose skill the preset's ``designer.skills`` does not train,
+at the difficulty levels ``--difficulties`` (default: one above the level trained, ``play.difficulty``);
+``envs-trained-skills``: the other seed environments at those untrained levels; ``rg``: Reasoning-Gym tasks
+``--rg-tasks`` (arithmetic and ordering, related to mathematical_reasoning/optimization/pattern_recognition)
+with ``--rg-preset`` and ``--fewshot``. The fixed pool is the whole seed library, so for ``fixed_pool`` the
+environment suites are held out in difficulty only; ``procedural`` may train on tasks of ``rg``.
+
+**Statistics** (``experiment_stats``): a mode's score is the mean over seeds of its mean item score; 95%
+intervals bootstrap items (paired across modes), seeds and episodes. Verdicts come from the intervals.
+
+**Resumable.** Runs go to ``<out>/<mode>-s<seed>``; a finished run is skipped, a killed one resumed
+(``spade train --resume``); an evaluation whose results folder exists is skipped.
+
+Reproduce (embedded model, CPU)::
+
+    nice -n 19 python experiments/selfplay_vs_baselines.py --preset cpu-tiny
+
+Paper scale on GPUs: change only the preset, the backend and the budget, e.g.::
+
+    python experiments/selfplay_vs_baselines.py --preset paper --budget 200000000 -- \\
+        --model.backend vllm --model.model /models/Qwen3-8B
+    python experiments/selfplay_vs_baselines.py --preset paper --budget 200000000 -- \\
+        --model.backend openai --model.openai.base-urls http://127.0.0.1:8000/v1 --model.model /models/Qwen3-8B
+
+Options after ``--`` go to every ``spade train`` (and the ``--model.*`` ones, through the runs' saved
+config, to the evaluation of the starting model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MODES = ("selfplay", "fixed_pool", "procedural")
+START = "start"
+SPADE = (sys.executable, "-c", "import sys\nfrom spade.cli import main\nsys.exit(main())")
+"""``spade`` as this interpreter imports it (no console script needed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    """One held-out evaluation: a label (results-table row) and the ``spade eval`` arguments."""
+
+    label: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything the experiment does, resolved from the command line."""
+
+    preset: str
+    modes: tuple[str, ...]
+    seeds: tuple[int, ...]
+    budget: int
+    max_steps: int
+    out: Path
+    results: Path
+    images: Path
+    train_args: tuple[str, ...]
+    suites: tuple[Suite, ...]
+    eval_every: int
+    intrain_suites: tuple[str, ...]
+    eval_args: tuple[str, ...]
+    command: str
+
+
+def run_dir(plan: Plan, mode: str, seed: int) -> Path:
+    """Where one training run lives."""
+    return plan.out / f"{mode}-s{seed}"
+
+
+# -- plan ----------------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="see docs/results.md")
+    p.add_argument("--preset", default="cpu-tiny", help="spade train preset (cpu-tiny, paper, ...)")
+    p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--budget", type=int, default=40_000, help="sampled tokens per run (all completions)")
+    p.add_argument("--max-steps", type=int, default=0, help="step cap per run (0: 10x the preset's steps)")
+    p.add_argument("--out", type=Path, default=Path("runs/experiment"))
+    p.add_argument("--results", type=Path, default=Path("docs/results.md"))
+    p.add_argument("--images", type=Path, default=None, help="chart folder (default: <results dir>/results)")
+    p.add_argument("--difficulties", nargs="+", type=int, default=None, help="held-out env levels")
+    p.add_argument("--heldout-envs", nargs="*", default=None, help="env names (default: untrained skills)")
+    p.add_argument("--rg-tasks", default="basic_arithmetic,chain_sum,products,number_sorting")
+    p.add_argument("--rg-preset", default="easy")
+    p.add_argument("--fewshot", type=int, default=1)
+    p.add_argument("--eval-episodes", type=int, default=4)
+    p.add_argument("--eval-limit", type=int, default=8, help="items per Reasoning-Gym task")
+    p.add_argument("--eval-temperature", type=float, default=0.6)
+    p.add_argument("--eval-every", type=int, default=4, help="in-training evaluation every N steps (0: off)")
+    p.add_argument("--quick", action="store_true", help="small budget, one episode, few items: a smoke run")
+    p.add_argument("train_args", nargs="*", help="after --: options for every spade train")
+    return p
+
+
+def parse_plan(argv: Sequence[str]) -> Plan:
+    """The plan a command line asks for (raises SystemExit on bad options, as argparse does)."""
+    a = _parser().parse_args(list(argv))
+    from spade.train_cli import parse_config  # noqa: PLC0415 - spade is imported only when used
+
+    cfg, _ = parse_config(["--preset", a.preset, *a.train_args])
+    if a.quick:
+        a.budget, a.eval_episodes, a.eval_limit, a.eval_every = min(a.budget, 4000), 1, 2, 0
+    levels = a.difficulties or [heldout_level(cfg.play.difficulty)]
+    suites = heldout_suites(cfg, levels, a.heldout_envs, a)
+    common = ("--episodes", str(a.eval_episodes), "--temperature", str(a.eval_temperature), "--seed", "0")
+    intrain = tuple(s.args[0] + ":" + s.args[2] for s in suites if s.args[1] == "--tasks")
+    return Plan(
+        preset=a.preset,
+        modes=tuple(a.modes),
+        seeds=tuple(a.seeds),
+        budget=a.budget,
+        max_steps=a.max_steps or 10 * cfg.steps,
+        out=a.out,
+        results=a.results,
+        images=a.images or a.results.parent / "results",
+        train_args=tuple(a.train_args),
+        suites=tuple(suites),
+        eval_every=a.eval_every,
+        intrain_suites=intrain,
+        eval_args=common,
+        command=" ".join(["python", "experiments/selfplay_vs_baselines.py", *argv]),
+    )
+
+
+def heldout_level(trained: int | None) -> int:
+    """A difficulty level training does not play: one above the trained level (None: each environment's
+    default, level 1 throughout the seed library), or one below the top level (2 of 0..2)."""
+    level = 1 if trained is None else trained
+    return level + 1 if level < 2 else level - 1
+
+
+def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None, a: Any) -> list[Suite]:
+    """The environment suites (held-out skills / trained skills, at untrained levels) and the RG suite."""
+    from spade import envs  # noqa: PLC0415
+
+    trained = set(cfg.designer.skills)
+    library = envs.names(cfg.designer.setting)
+    held = list(names) if names is not None else [n for n in library if envs.spec(n).skill not in trained]
+    rest = [n for n in library if n not in held]
+    out = []
+    for level in levels:
+        for label, group in (("envs-heldout-skills", held), ("envs-trained-skills", rest)):
+            if group:
+                out.append(Suite(f"{label}-d{level}", ("envs", "--tasks", ",".join(group),
+                                                       "--param", f"difficulty={level}")))  # fmt: skip
+    if a.rg_tasks:
+        out.append(Suite("rg", ("reasoning_gym", "--tasks", a.rg_tasks, "--preset", a.rg_preset,
+                                "--fewshot", str(a.fewshot), "--limit", str(a.eval_limit))))  # fmt: skip
+    return out
+
+
+# -- training ------------------------------------------------------------------------------------------
+
+Log = Callable[[str], None]
+
+
+def train_command(plan: Plan, mode: str, seed: int) -> list[str]:
+    """The ``spade train`` arguments of one run (a fresh start)."""
+    where = run_dir(plan, mode, seed)
+    args = ["train", "--preset", plan.preset, "--mode", mode, "--seed", str(seed), "--name", where.name,
+            "--runs-dir", str(where.parent), "--steps", str(plan.max_steps),
+            "--sampled-token-budget", str(plan.budget)]  # fmt: skip
+    if plan.eval_every > 0 and plan.intrain_suites:
+        args += ["--eval.every", str(plan.eval_every), "--eval.suites", *dict.fromkeys(plan.intrain_suites)]
+        args += _intrain_options(plan)
+    return [*args, *plan.train_args]
+
+
+def _intrain_options(plan: Plan) -> list[str]:
+    """In-training evaluation options mirroring the final evaluation's (RG preset, few-shot, items)."""
+    rg = next((s.args for s in plan.suites if s.label == "rg"), ())
+    opts = dict(zip(rg[1::2], rg[2::2], strict=False))
+    out = ["--eval.temperature", plan.eval_args[3]]
+    for flag in ("--preset", "--fewshot", "--limit"):
+        if flag in opts:
+            out += [f"--eval.{flag[2:]}", opts[flag]]
+    return out
+
+
+def run_state(where: Path) -> str:
+    """'missing' (no run), 'finished' (budget or steps spent, final evaluation written) or 'partial'."""
+    from spade.rundir import RunDir, RunStateError  # noqa: PLC0415
+
+    run = RunDir(where)
+    if not run.config_path.is_file():
+        return "missing"
+    try:
+        cfg = run.load_config()
+        point = run.resume_point()
+    except RunStateError:
+        return "partial"
+    if point.checkpoint is None:
+        return "partial"
+    tokens = int(run.read_state(point.checkpoint).get("sampled_tokens", 0))
+    spent = point.step >= cfg.steps or 0 < cfg.sampled_token_budget <= tokens
+    evaluated = cfg.eval.every <= 0 or (where / "eval" / f"step_{point.step}" / "summary.json").is_file()
+    return "finished" if spent and evaluated else "partial"
+
+
+def train_all(plan: Plan, log: Log) -> dict[str, float]:
+    """Train (or resume, or skip) every run; returns the wall seconds each run took in this invocation."""
+    times: dict[str, float] = {}
+    for mode in plan.modes:
+        for seed in plan.seeds:
+            where = run_dir(plan, mode, seed)
+            state = run_state(where)
+            if state == "finished":
+                log(f"{where}: finished, skipped")
+                continue
+            args = (
+                ["train", "--resume", str(where)] if state == "partial" else train_command(plan, mode, seed)
+            )
+            log(f"{where}: {'resuming' if state == 'partial' else 'training'}: spade {' '.join(args)}")
+            started = time.perf_counter()
+            _spade(args, where.parent / f"{where.name}.log")
+            times[where.name] = time.perf_counter() - started
+    return times
+
+
+def _spade(args: Sequence[str], log_file: Path) -> None:
+    """Run one ``spade`` command, its output appended to ``log_file``; a failure stops the experiment."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("a") as sink:
+        done = subprocess.run([*SPADE, *args], stdout=sink, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"spade {' '.join(args)} failed with status {done.returncode}; see {log_file}")
+
+
+# -- evaluation ----------------------------------------------------------------------------------------
+
+
+def model_args(model: Any) -> list[str]:
+    """``--model.*`` options that rebuild ``model`` (a ModelConfig): every field that differs from the default."""
+    from spade.config import ModelConfig, to_dict  # noqa: PLC0415
+
+    return _flatten("--model", to_dict(model), to_dict(ModelConfig()))
+
+
+def _flatten(prefix: str, value: dict[str, Any], default: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key, v in value.items():
+        flag = f"{prefix}.{key.replace('_', '-')}"
+        if v == default.get(key):
+            continue
+        if isinstance(v, dict):
+            out += _flatten(flag, v, default.get(key) or {})
+        elif isinstance(v, bool):
+            out.append(flag if v else f"{prefix}.no-{key.replace('_', '-')}")
+        elif isinstance(v, list | tuple):
+            out += [flag, *(str(x) for x in v)]
+        else:
+            out += [flag, str(v)]
+    return out
+
+
+def policies(plan: Plan) -> dict[str, list[str]]:
+    """Label -> the ``spade eval`` policy options: the starting model, then ``<mode>-s<seed>`` runs (a run
+    that never updated the model, e.g. every group constant, is its starting model)."""
+    from spade.rundir import RunDir  # noqa: PLC0415
+
+    runs = {run_dir(plan, m, s).name: run_dir(plan, m, s) for m in plan.modes for s in plan.seeds}
+    start = model_args(RunDir(next(iter(runs.values()))).load_config().model)
+    out = {START: start}
+    # a run none of whose steps updated the model has no exported policy: its final policy is the start
+    out.update({name: ["--run", str(p)] if (p / "policy").exists() else start for name, p in runs.items()})
+    return out
+
+
+def eval_all(plan: Plan, log: Log) -> float:
+    """Evaluate every policy on every suite (existing results are kept); returns the wall seconds."""
+    started = time.perf_counter()
+    for label, policy in policies(plan).items():
+        for suite in plan.suites:
+            folder = plan.out / "eval" / label / suite.label
+            if (folder / "summary.json").is_file():
+                continue
+            log(f"evaluating {label} on {suite.label}")
+            args = ["eval", *suite.args, *plan.eval_args, *policy, "--out", str(folder), "--overwrite"]
+            _spade(args, plan.out / "eval" / f"{label}.log")
+    return time.perf_counter() - started
+
+
+def load_items(plan: Plan) -> dict[str, dict[str, list[dict[str, list[float]]]]]:
+    """suite label -> group (``start`` or a mode) -> one ``item id -> episode scores`` map per seed."""
+    from spade.evals.results import read_results  # noqa: PLC0415
+
+    out: dict[str, dict[str, list[dict[str, list[float]]]]] = {}
+    groups = {START: [START]} | {m: [run_dir(plan, m, s).name for s in plan.seeds] for m in plan.modes}
+    for suite in plan.suites:
+        for group, labels in groups.items():
+            for label in labels:
+                stored = read_results(plan.out / "eval" / label / suite.label)
+                items = {k: list(r.scores) for per in stored.items.values() for k, r in per.items()}
+                out.setdefault(suite.label, {}).setdefault(group, []).append(items)
+    return out
+
+
+# -- main ----------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Train, evaluate, compare, write the report; returns the exit status."""
+    import experiment_report  # noqa: PLC0415 - a sibling module of this script
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    plan = parse_plan(argv)
+
+    def log(line: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+    started = time.perf_counter()
+    train_times = train_all(plan, log)
+    eval_s = eval_all(plan, log)
+    report = experiment_report.build(
+        plan, load_items(plan), train_times, eval_s, time.perf_counter() - started
+    )
+    experiment_report.write(plan, report)
+    log(f"wrote {plan.results} and {plan.images}/")
+    print(report.summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

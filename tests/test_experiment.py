@@ -1,0 +1,114 @@
+"""experiments/selfplay_vs_baselines.py: the whole pipeline on the scripted backend, and its statistics."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import tyro
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))  # not a package
+
+import experiment_report as report
+import experiment_stats as stats
+import selfplay_vs_baselines as exp
+
+from spade.config import ModelConfig, OpenAIConfig, preset
+from spade.eval_cli import EvalArgs
+
+SCRIPTED = ["--model.backend", "scripted", "--play.turn-tokens", "256", "--play.action-mode", "boxed",
+            "--play.demos", "0", "--designer.max-tokens", "4096", "--designer.edit-format", "file"]  # fmt: skip
+
+
+def test_experiment_end_to_end_on_the_scripted_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "doc" / "results.md"
+    argv = ["--quick", "--modes", "selfplay", "fixed_pool", "--seeds", "0", "1", "--out", str(tmp_path / "runs"),
+            "--results", str(results), "--rg-tasks", "basic_arithmetic", "--", *SCRIPTED]  # fmt: skip
+    assert exp.main(argv) == 0
+    text = results.read_text()
+    plan = exp.parse_plan(argv)
+    labels = [s.label for s in plan.suites]
+    assert labels == ["envs-heldout-skills-d1", "envs-trained-skills-d1", "rg"]
+    for suite in labels:
+        for group in ("start", "selfplay", "fixed_pool"):
+            assert f"| {suite} | {group} | " in text
+        for pair in ("selfplay − start", "fixed_pool − start", "selfplay − fixed_pool"):
+            assert f"| {suite} | {pair} | " in text
+    for run in ("selfplay-s0", "selfplay-s1", "fixed_pool-s0", "fixed_pool-s1"):
+        assert f"| {run} | " in text
+        rows = report.read_rows(tmp_path / "runs" / run)
+        assert rows[-1]["budget/sampled_tokens"] >= plan.budget  # the budget ended every run
+        assert len(rows) < plan.max_steps
+    for name in ("designer_validity", "win_rate", "regret", "heldout"):
+        png = tmp_path / "doc" / "results" / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"(results/{name}.png)" in text
+    assert "## How to reproduce" in text
+
+    # rerun: every run and evaluation is found finished and skipped
+    capsys.readouterr()
+    assert exp.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("finished, skipped") == 4
+    assert "evaluating" not in out
+
+
+def test_suites_hold_out_the_skills_and_levels_the_preset_does_not_train() -> None:
+    plan = exp.parse_plan(["--preset", "cpu-tiny", "--difficulties", "1", "2"])
+    cfg = preset("cpu-tiny")
+    held = plan.suites[0].args[2].split(",")
+    assert held == ["countdown", "seating", "switchboard"]
+    assert not {"spatial_reasoning", "pattern_recognition", "optimization"} - set(cfg.designer.skills)
+    assert [s.label for s in plan.suites] == [
+        "envs-heldout-skills-d1", "envs-trained-skills-d1", "envs-heldout-skills-d2", "envs-trained-skills-d2", "rg"
+    ]  # fmt: skip
+    command = exp.train_command(plan, "fixed_pool", 2)
+    assert command[command.index("--sampled-token-budget") + 1] == str(plan.budget)
+    assert command[command.index("--name") + 1] == "fixed_pool-s2"
+    assert "--eval.every" in command
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        preset("cpu-tiny").model,
+        ModelConfig(
+            backend="openai",
+            max_context=8192,
+            openai=OpenAIConfig(base_urls=("http://a:8000/v1", "http://b:8000/v1"), token_ids=False),
+        ),
+    ],
+)
+def test_model_args_rebuild_the_runs_model_for_spade_eval(model: ModelConfig) -> None:
+    parsed = tyro.cli(EvalArgs, args=exp.model_args(model))
+    assert parsed.model == model
+
+
+def test_paired_difference_is_significant_only_when_the_interval_excludes_zero() -> None:
+    a = [{f"i{k}": [0.0, 0.0] for k in range(20)}]
+    better = [{f"i{k}": [1.0, 1.0 if k % 2 else 0.0] for k in range(20)} for _ in range(3)]
+    same = [{f"i{k}": [0.0, 0.0] for k in range(20)}]
+    up = stats.paired_difference(a, better)
+    assert up.verdict == "better"
+    assert up.lo > 0
+    assert up.mean == pytest.approx(0.75)
+    assert stats.paired_difference(better, a).verdict == "worse"
+    assert stats.paired_difference(a, same).verdict == "no significant difference"
+    score = stats.mode_score(better)
+    assert score.seeds == 3
+    assert score.items == 20
+    assert score.lo <= score.mean <= score.hi
+
+
+def test_summary_states_the_measured_sign() -> None:
+    base = [{f"i{k}": [0.0] for k in range(20)}]
+    strong = [{f"i{k}": [1.0] for k in range(20)}]
+    items = {"s": {"start": base, "selfplay": base, "fixed_pool": strong}}
+    text = report.summary(items, ["selfplay", "fixed_pool"])
+    assert "selfplay is worse than fixed_pool" in text
+    assert "selfplay does not differ significantly from start" in text
+    zero = report.summary({"s": {"start": base, "selfplay": base}}, ["selfplay"])
+    assert "measures nothing" in zero
