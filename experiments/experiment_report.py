@@ -243,14 +243,15 @@ nice -n 19 python experiments/selfplay_vs_baselines.py --preset cpu-tiny
 # a smoke run: small budget, one episode, few items
 python experiments/selfplay_vs_baselines.py --quick --seeds 0 --modes fixed_pool --results /tmp/r.md
 # paper scale on GPUs: only the preset, the backend and the budget change
-python experiments/selfplay_vs_baselines.py --preset paper --budget 200000000 -- \\
+python experiments/selfplay_vs_baselines.py --preset paper --budget N -- \\
     --model.backend vllm --model.model /models/Qwen3-8B
-python experiments/selfplay_vs_baselines.py --preset paper --budget 200000000 -- \\
+python experiments/selfplay_vs_baselines.py --preset paper --budget N -- \\
     --model.backend openai --model.openai.base-urls http://127.0.0.1:8000/v1 --model.model /models/Qwen3-8B
 ```
 
-Rerunning the command skips finished runs and evaluations and resumes killed runs (`spade train --resume`).
-Options after `--` go to every `spade train`; the starting model is evaluated with the same model options
-(read back from the runs' saved config). See the script's docstring for the choice of budget, held-out
-suites and statistics.
+N: the `budget/sampled_tokens` a SPADE run of the paper preset reaches at the step count to match (runs keep
+the budget they started with; a new budget needs a new `--out`). Rerunning the command skips finished runs
+and evaluations and resumes killed runs (`spade train --resume`). Options after `--` go to every `spade
+train`; the starting model is evaluated with the same model options (read back from the runs' saved config).
+See the script's docstring for the choice of budget, held-out suites and statistics.
 """

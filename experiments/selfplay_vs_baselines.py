@@ -32,13 +32,15 @@ Reproduce (embedded model, CPU)::
 
 Paper scale on GPUs: change only the preset, the backend and the budget, e.g.::
 
-    python experiments/selfplay_vs_baselines.py --preset paper --budget 200000000 -- \\
+    python experiments/selfplay_vs_baselines.py --preset paper --budget N -- \\
         --model.backend vllm --model.model /models/Qwen3-8B
-    python experiments/selfplay_vs_baselines.py --preset paper --budget 200000000 -- \\
+    python experiments/selfplay_vs_baselines.py --preset paper --budget N -- \\
         --model.backend openai --model.openai.base-urls http://127.0.0.1:8000/v1 --model.model /models/Qwen3-8B
 
-Options after ``--`` go to every ``spade train`` (and the ``--model.*`` ones, through the runs' saved
-config, to the evaluation of the starting model).
+For N, take ``budget/sampled_tokens`` from a SPADE run's ``metrics.jsonl`` at the step count the comparison
+should match (a run's saved config keeps its budget: a new budget needs a new ``--out``). Options after
+``--`` go to every ``spade train`` (and the ``--model.*`` ones, through the runs' saved config, to the
+evaluation of the starting model).
 """
 
 from __future__ import annotations
@@ -196,7 +198,7 @@ def _intrain_options(plan: Plan) -> list[str]:
     """In-training evaluation options mirroring the final evaluation's (RG preset, few-shot, items)."""
     rg = next((s.args for s in plan.suites if s.label == "rg"), ())
     opts = dict(zip(rg[1::2], rg[2::2], strict=False))
-    out = ["--eval.temperature", plan.eval_args[3]]
+    out = ["--eval.temperature", plan.eval_args[plan.eval_args.index("--temperature") + 1]]
     for flag in ("--preset", "--fewshot", "--limit"):
         if flag in opts:
             out += [f"--eval.{flag[2:]}", opts[flag]]
