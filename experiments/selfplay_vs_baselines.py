@@ -131,7 +131,8 @@ def parse_plan(argv: Sequence[str]) -> Plan:
     levels = a.difficulties or [heldout_level(cfg.play.difficulty)]
     suites = heldout_suites(cfg, levels, a.heldout_envs, a)
     common = ("--episodes", str(a.eval_episodes), "--temperature", str(a.eval_temperature), "--seed", "0")
-    intrain = tuple(s.args[0] + ":" + s.args[2] for s in suites if s.args[1] == "--tasks")
+    # in-training suites are keyed by suite name (eval/<name>/score): one envs suite, at default levels
+    intrain = tuple({s.args[0]: s.args[0] + ":" + s.args[2] for s in reversed(suites)}.values())
     return Plan(
         preset=a.preset,
         modes=tuple(a.modes),
@@ -189,7 +190,7 @@ def train_command(plan: Plan, mode: str, seed: int) -> list[str]:
             "--runs-dir", str(where.parent), "--steps", str(plan.max_steps),
             "--sampled-token-budget", str(plan.budget)]  # fmt: skip
     if plan.eval_every > 0 and plan.intrain_suites:
-        args += ["--eval.every", str(plan.eval_every), "--eval.suites", *dict.fromkeys(plan.intrain_suites)]
+        args += ["--eval.every", str(plan.eval_every), "--eval.suites", *plan.intrain_suites]
         args += _intrain_options(plan)
     return [*args, *plan.train_args]
 

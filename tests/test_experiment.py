@@ -69,6 +69,11 @@ def test_suites_hold_out_the_skills_and_levels_the_preset_does_not_train() -> No
     assert command[command.index("--sampled-token-budget") + 1] == str(plan.budget)
     assert command[command.index("--name") + 1] == "fixed_pool-s2"
     assert "--eval.every" in command
+    # in-training metrics are keyed by suite name: one suite of each name (the held-out-skill envs)
+    assert plan.intrain_suites == (
+        f"reasoning_gym:{plan.suites[-1].args[2]}",
+        "envs:countdown,seating,switchboard",
+    )
 
 
 @pytest.mark.parametrize(
