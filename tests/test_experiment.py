@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -117,3 +118,18 @@ def test_summary_states_the_measured_sign() -> None:
     assert "selfplay does not differ significantly from start" in text
     zero = report.summary({"s": {"start": base, "selfplay": base}}, ["selfplay"])
     assert "measures nothing" in zero
+
+
+def test_run_state_tells_finished_partial_and_missing_runs(tmp_path: Path) -> None:
+    from scripted_run import tiny_config  # noqa: PLC0415 - the tests' scripted run helper
+    from spade.rundir import RunDir  # noqa: PLC0415
+    from spade.train import train  # noqa: PLC0415
+
+    assert exp.run_state(tmp_path / "none") == "missing"
+    cfg = tiny_config(tmp_path, name="r", steps=1)
+    run = train(cfg)
+    assert exp.run_state(run.root) == "finished"
+    RunDir(run.root).save_config(dataclasses.replace(cfg, steps=3))  # as if killed after step 1 of 3
+    assert exp.run_state(run.root) == "partial"
+    RunDir(run.root).save_config(dataclasses.replace(cfg, steps=3, sampled_token_budget=1))
+    assert exp.run_state(run.root) == "finished"  # the budget was spent at step 1
