@@ -184,6 +184,7 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
         "",
         text,
         "",
+        *_notes(plan.notes),
         "## Setup",
         "",
         f"- command: `{plan.command}`",
@@ -222,6 +223,20 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
         "",
     ]
     return Report("\n".join(md), text, rows)
+
+
+def _notes(path: Path | None) -> list[str]:
+    """The hand-written interpretation section (``--notes``), or nothing."""
+    if path is None:
+        return []
+    return [
+        "## Interpretation",
+        "",
+        f"(written by hand in `{path}`, not computed)",
+        "",
+        path.read_text().strip(),
+        "",
+    ]
 
 
 def write(plan: Any, report: Report) -> None:

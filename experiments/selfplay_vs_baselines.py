@@ -86,6 +86,8 @@ class Plan:
     intrain_suites: tuple[str, ...]
     eval_args: tuple[str, ...]
     command: str
+    notes: Path | None = None
+    """A hand-written interpretation (markdown) included verbatim, so regenerating keeps it."""
 
 
 def run_dir(plan: Plan, mode: str, seed: int) -> Path:
@@ -115,6 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-limit", type=int, default=8, help="items per Reasoning-Gym task")
     p.add_argument("--eval-temperature", type=float, default=0.6)
     p.add_argument("--eval-every", type=int, default=4, help="in-training evaluation every N steps (0: off)")
+    p.add_argument(
+        "--notes", type=Path, default=None, help="markdown file kept as the report's Interpretation"
+    )
     p.add_argument("--quick", action="store_true", help="small budget, one episode, few items: a smoke run")
     p.add_argument("train_args", nargs="*", help="after --: options for every spade train")
     return p
@@ -122,7 +127,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def parse_plan(argv: Sequence[str]) -> Plan:
     """The plan a command line asks for (raises SystemExit on bad options, as argparse does)."""
-    a = _parser().parse_args(list(argv))
+    parser = _parser()
+    a = parser.parse_args(list(argv))
+    if a.notes is not None and not a.notes.is_file():  # checked before hours of training, not after
+        parser.error(f"--notes {a.notes} is not a file; write the interpretation there or drop --notes")
     from spade.train_cli import parse_config  # noqa: PLC0415 - spade is imported only when used
 
     cfg, _ = parse_config(["--preset", a.preset, *a.train_args])
@@ -148,6 +156,7 @@ def parse_plan(argv: Sequence[str]) -> Plan:
         intrain_suites=intrain,
         eval_args=common,
         command=" ".join(["python", "experiments/selfplay_vs_baselines.py", *argv]),
+        notes=a.notes,
     )
 
 

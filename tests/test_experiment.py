@@ -26,8 +26,11 @@ def test_experiment_end_to_end_on_the_scripted_backend(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "doc" / "results.md"
+    notes = tmp_path / "notes.md"
+    notes.write_text("Read by hand: the scripted backend measures nothing.")
     argv = ["--quick", "--modes", "selfplay", "fixed_pool", "--seeds", "0", "1", "--out", str(tmp_path / "runs"),
-            "--results", str(results), "--rg-tasks", "basic_arithmetic", "--", *SCRIPTED]  # fmt: skip
+            "--results", str(results), "--rg-tasks", "basic_arithmetic", "--notes", str(notes),
+            "--", *SCRIPTED]  # fmt: skip
     assert exp.main(argv) == 0
     text = results.read_text()
     plan = exp.parse_plan(argv)
@@ -48,6 +51,8 @@ def test_experiment_end_to_end_on_the_scripted_backend(
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"(results/{name}.png)" in text
     assert "## How to reproduce" in text
+    assert "## Interpretation" in text
+    assert "Read by hand: the scripted backend measures nothing." in text
 
     # rerun: every run and evaluation is found finished and skipped
     capsys.readouterr()
@@ -133,3 +138,9 @@ def test_run_state_tells_finished_partial_and_missing_runs(tmp_path: Path) -> No
     assert exp.run_state(run.root) == "partial"
     RunDir(run.root).save_config(dataclasses.replace(cfg, steps=3, sampled_token_budget=1))
     assert exp.run_state(run.root) == "finished"  # the budget was spent at step 1
+
+
+def test_a_missing_notes_file_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        exp.parse_plan(["--notes", str(tmp_path / "missing.md")])
+    assert exc.value.code == 2
