@@ -170,7 +170,8 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
     }
     text = summary(items, plan.modes)
     suites = [
-        f"| {s.label} | `spade eval {' '.join(s.args)} {' '.join(plan.eval_args)}` |" for s in plan.suites
+        f"| {s.label} | {s.note} | `spade eval {' '.join(s.args)} {' '.join(plan.eval_args)}` |"
+        for s in plan.suites
     ]
     trained = sum(train_times.values())
     md = [
@@ -199,8 +200,8 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
         "",
         "Held-out suites (the starting model and every final policy, same items and seeds):",
         "",
-        "| suite | command |",
-        "|---|---|",
+        "| suite | held out | command |",
+        "|---|---|---|",
         *suites,
         "",
         "## Scores",

@@ -16,9 +16,11 @@ would hand SPADE its designer for free). ``--max-steps`` is only a cap; the budg
 ``envs-heldout-skills``: the seed environments whose skill the preset's ``designer.skills`` does not train,
 at the difficulty levels ``--difficulties`` (default: one above the level trained, ``play.difficulty``);
 ``envs-trained-skills``: the other seed environments at those untrained levels; ``rg``: Reasoning-Gym tasks
-``--rg-tasks`` (arithmetic and ordering, related to mathematical_reasoning/optimization/pattern_recognition)
-with ``--rg-preset`` and ``--fewshot``. The fixed pool is the whole seed library, so for ``fixed_pool`` the
-environment suites are held out in difficulty only; ``procedural`` may train on tasks of ``rg``.
+``--rg-tasks`` (arithmetic and ordering, related to mathematical_reasoning/optimization/pattern_recognition;
+at ``--rg-preset easy`` with ``--fewshot 1`` the embedded model scores above 0 on the arithmetic ones). The
+fixed pool is the whole seed library, so for ``fixed_pool`` the environment suites are held out in level
+only; ``procedural`` trains on ``procedural.tasks``, which share the arithmetic tasks with ``rg`` (other
+seeds). The report's suite table says this for each suite.
 
 **Statistics** (``experiment_stats``): a mode's score is the mean over seeds of its mean item score; 95%
 intervals bootstrap items (paired across modes), seeds and episodes. Verdicts come from the intervals.
@@ -66,6 +68,8 @@ class Suite:
 
     label: str
     args: tuple[str, ...]
+    note: str = ""
+    """What the suite holds out, and from which mode it does not (shown in the report)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--images", type=Path, default=None, help="chart folder (default: <results dir>/results)")
     p.add_argument("--difficulties", nargs="+", type=int, default=None, help="held-out env levels")
     p.add_argument("--heldout-envs", nargs="*", default=None, help="env names (default: untrained skills)")
-    p.add_argument("--rg-tasks", default="basic_arithmetic,chain_sum,products,number_sorting")
+    p.add_argument("--rg-tasks", default="basic_arithmetic,chain_sum,simple_equations,number_sorting")
     p.add_argument("--rg-preset", default="easy")
     p.add_argument("--fewshot", type=int, default=1)
     p.add_argument("--eval-episodes", type=int, default=4)
@@ -175,15 +179,25 @@ def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None,
     library = envs.names(cfg.designer.setting)
     held = list(names) if names is not None else [n for n in library if envs.spec(n).skill not in trained]
     rest = [n for n in library if n not in held]
+    played = (
+        "each environment's default level" if cfg.play.difficulty is None else f"level {cfg.play.difficulty}"
+    )
+    pool = f"fixed_pool trains on these environments at {played}: held out in level only"
     out = []
     for level in levels:
-        for label, group in (("envs-heldout-skills", held), ("envs-trained-skills", rest)):
+        for label, group, what in (("envs-heldout-skills", held, "skills selfplay does not train"),
+                                   ("envs-trained-skills", rest, "skills selfplay trains")):  # fmt: skip
             if group:
-                out.append(Suite(f"{label}-d{level}", ("envs", "--tasks", ",".join(group),
-                                                       "--param", f"difficulty={level}")))  # fmt: skip
+                envs_args = ("envs", "--tasks", ",".join(group), "--param", f"difficulty={level}")
+                out.append(Suite(f"{label}-d{level}", envs_args, f"{what}, at level {level}; {pool}"))
     if a.rg_tasks:
-        out.append(Suite("rg", ("reasoning_gym", "--tasks", a.rg_tasks, "--preset", a.rg_preset,
-                                "--fewshot", str(a.fewshot), "--limit", str(a.eval_limit))))  # fmt: skip
+        args = ("reasoning_gym", "--tasks", a.rg_tasks, "--preset", a.rg_preset, "--fewshot", str(a.fewshot),
+                "--limit", str(a.eval_limit))  # fmt: skip
+        shared = [t for t in a.rg_tasks.split(",") if t in cfg.procedural.tasks]
+        note = "no mode trains on these tasks"
+        if shared:
+            note = f"procedural trains on {', '.join(shared)} (other seeds): in distribution for procedural"
+        out.append(Suite("rg", args, note))
     return out
 
 

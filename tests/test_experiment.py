@@ -15,8 +15,10 @@ import experiment_report as report
 import experiment_stats as stats
 import selfplay_vs_baselines as exp
 
+from spade import envs
 from spade.config import ModelConfig, OpenAIConfig, preset
 from spade.eval_cli import EvalArgs
+from spade.train_cli import parse_config
 
 SCRIPTED = ["--model.backend", "scripted", "--play.turn-tokens", "256", "--play.action-mode", "boxed",
             "--play.demos", "0", "--designer.max-tokens", "4096", "--designer.edit-format", "file"]  # fmt: skip
@@ -28,9 +30,9 @@ def test_experiment_end_to_end_on_the_scripted_backend(
     results = tmp_path / "doc" / "results.md"
     notes = tmp_path / "notes.md"
     notes.write_text("Read by hand: the scripted backend measures nothing.")
-    argv = ["--quick", "--modes", "selfplay", "fixed_pool", "--seeds", "0", "1", "--out", str(tmp_path / "runs"),
-            "--results", str(results), "--rg-tasks", "basic_arithmetic", "--notes", str(notes),
-            "--", *SCRIPTED]  # fmt: skip
+    argv = ["--quick", "--modes", "selfplay", "fixed_pool", "--seeds", "0", "1",
+            "--out", str(tmp_path / "runs"), "--results", str(results), "--rg-tasks", "basic_arithmetic",
+            "--notes", str(notes), "--", *SCRIPTED]  # fmt: skip
     assert exp.main(argv) == 0
     text = results.read_text()
     plan = exp.parse_plan(argv)
@@ -41,7 +43,14 @@ def test_experiment_end_to_end_on_the_scripted_backend(
             assert f"| {suite} | {group} | " in text
         for pair in ("selfplay − start", "fixed_pool − start", "selfplay − fixed_pool"):
             assert f"| {suite} | {pair} | " in text
-    for run in ("selfplay-s0", "selfplay-s1", "fixed_pool-s0", "fixed_pool-s1"):
+    for run in (
+        "selfplay-s0",
+        "selfplay-s1",
+        "fixed_pool-s0",
+        "fixed_pool-s1",
+        "procedural-s0",
+        "procedural-s1",
+    ):
         assert f"| {run} | " in text
         rows = report.read_rows(tmp_path / "runs" / run)
         assert rows[-1]["budget/sampled_tokens"] >= plan.budget  # the budget ended every run
@@ -66,8 +75,13 @@ def test_suites_hold_out_the_skills_and_levels_the_preset_does_not_train() -> No
     plan = exp.parse_plan(["--preset", "cpu-tiny", "--difficulties", "1", "2"])
     cfg = preset("cpu-tiny")
     held = plan.suites[0].args[2].split(",")
-    assert held == ["countdown", "seating", "switchboard"]
-    assert not {"spatial_reasoning", "pattern_recognition", "optimization"} - set(cfg.designer.skills)
+    trained = plan.suites[1].args[2].split(",")
+    assert {"countdown", "seating", "switchboard"} <= set(held)
+    assert {envs.spec(n).skill for n in held}.isdisjoint(cfg.designer.skills)
+    assert {envs.spec(n).skill for n in trained} <= set(cfg.designer.skills)
+    assert sorted(held + trained) == sorted(envs.names("games"))
+    assert "fixed_pool trains on these environments at level 0" in plan.suites[0].note
+    assert "in distribution for procedural" in plan.suites[-1].note  # RG tasks shared with procedural.tasks
     assert [s.label for s in plan.suites] == [
         "envs-heldout-skills-d1", "envs-trained-skills-d1", "envs-heldout-skills-d2", "envs-trained-skills-d2", "rg"
     ]  # fmt: skip
@@ -75,10 +89,13 @@ def test_suites_hold_out_the_skills_and_levels_the_preset_does_not_train() -> No
     assert command[command.index("--sampled-token-budget") + 1] == str(plan.budget)
     assert command[command.index("--name") + 1] == "fixed_pool-s2"
     assert "--eval.every" in command
+    for mode in exp.MODES:  # every mode's command parses as spade train options (procedural included)
+        cfg_m, _ = parse_config(exp.train_command(plan, mode, 0)[1:])
+        assert (cfg_m.mode, cfg_m.seed, cfg_m.sampled_token_budget) == (mode, 0, plan.budget)
     # in-training metrics are keyed by suite name: one suite of each name (the held-out-skill envs)
     assert plan.intrain_suites == (
         f"reasoning_gym:{plan.suites[-1].args[2]}",
-        "envs:countdown,seating,switchboard",
+        f"envs:{','.join(held)}",
     )
 
 
