@@ -131,11 +131,11 @@ def git_commit() -> str:
     return head.strip() + ("-dirty" if dirty.strip() else "")
 
 
-def run_table(rows: Mapping[str, Mapping[str, list[dict[str, Any]]]]) -> list[str]:
+def run_table(rows: Mapping[str, Mapping[str, list[dict[str, Any]]]], budget: int) -> list[str]:
     """Markdown rows: each run's steps, sampled tokens, training time, first/last win rate, and whether any
     sample was trained on (a run with none has no policy of its own and is evaluated as the start)."""
-    lines = ["| run | steps | sampled tokens | train time (min) | win rate first → last step | model updated |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| run | steps | sampled tokens | ended by | train time (min) | win rate first → last | model updated |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for runs in rows.values():
         for name, rs in runs.items():
             kept = sum(r.get("agent/samples_kept", 0.0) + r.get("designer/samples_kept", 0.0) for r in rs)
@@ -144,7 +144,10 @@ def run_table(rows: Mapping[str, Mapping[str, list[dict[str, Any]]]]) -> list[st
             minutes = sum(r.get("time/step_s", 0.0) + r.get("time/eval_s", 0.0) for r in rs) / 60
             win = f"{steps[0]['agent/win_rate']:.2f} → {steps[-1]['agent/win_rate']:.2f}" if steps else "-"
             updated = "yes" if kept else "no (evaluated as the starting model)"
-            lines.append(f"| {name} | {len(steps)} | {tokens:.0f} | {minutes:.1f} | {win} | {updated} |")
+            ended = "budget" if tokens >= budget else "step cap (below the budget: not an equal-cost run)"
+            lines.append(
+                f"| {name} | {len(steps)} | {tokens:.0f} | {ended} | {minutes:.1f} | {win} | {updated} |"
+            )
     return lines
 
 
@@ -168,7 +171,7 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
     rows = {
         m: {run_dir(plan, m, s).name: read_rows(run_dir(plan, m, s)) for s in plan.seeds} for m in plan.modes
     }
-    text = summary(items, plan.modes)
+    text = summary(items, plan.modes) + _short_runs(rows, plan.budget)
     suites = [
         f"| {s.label} | {s.note} | `spade eval {' '.join(s.args)} {' '.join(plan.eval_args)}` |"
         for s in plan.suites
@@ -218,12 +221,26 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
         "",
         "## Runs",
         "",
-        *run_table(rows),
+        *run_table(rows, plan.budget),
         "",
         "## Curves",
         "",
     ]
     return Report("\n".join(md), text, rows)
+
+
+def _short_runs(rows: Mapping[str, Mapping[str, list[dict[str, Any]]]], budget: int) -> str:
+    """A warning naming the runs the step cap ended before the budget (their comparison is not equal-cost)."""
+    short = [
+        name
+        for runs in rows.values()
+        for name, rs in runs.items()
+        if max((r.get("budget/sampled_tokens", 0.0) for r in rs), default=0.0) < budget
+    ]
+    if not short:
+        return ""
+    return (f"\n- {', '.join(short)} reached the step cap before the budget of {budget} tokens: raise "
+            "--max-steps (or lower --budget) for an equal-cost comparison.")  # fmt: skip
 
 
 def _notes(path: Path | None) -> list[str]:

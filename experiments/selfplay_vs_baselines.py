@@ -188,17 +188,33 @@ def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None,
         for label, group, what in (("envs-heldout-skills", held, "skills selfplay does not train"),
                                    ("envs-trained-skills", rest, "skills selfplay trains")):  # fmt: skip
             if group:
-                envs_args = ("envs", "--tasks", ",".join(group), "--param", f"difficulty={level}")
+                envs_args = (
+                    "envs",
+                    "--tasks",
+                    ",".join(group),
+                    "--param",
+                    f"difficulty={level}",
+                    *_as_trained(cfg),
+                )
                 out.append(Suite(f"{label}-d{level}", envs_args, f"{what}, at level {level}; {pool}"))
     if a.rg_tasks:
         args = ("reasoning_gym", "--tasks", a.rg_tasks, "--preset", a.rg_preset, "--fewshot", str(a.fewshot),
-                "--limit", str(a.eval_limit))  # fmt: skip
+                "--limit", str(a.eval_limit), "--max-tokens", str(cfg.eval.max_tokens))  # fmt: skip
         shared = [t for t in a.rg_tasks.split(",") if t in cfg.procedural.tasks]
         note = "no mode trains on these tasks"
         if shared:
             note = f"procedural trains on {', '.join(shared)} (other seeds): in distribution for procedural"
         out.append(Suite("rg", args, note))
     return out
+
+
+def _as_trained(cfg: Any) -> tuple[str, ...]:
+    """``spade eval envs`` values (after ``--param difficulty=K``) that play as training plays: action format,
+    demonstrations, turn and token budgets. ``--param`` takes all its values at once (a repeat replaces)."""
+    p = cfg.play
+    params = {"action_mode": p.action_mode, "on_length": p.on_length, "max_turns": p.max_turns,
+              "demos": p.demos, "context_tokens": p.context_tokens}  # fmt: skip
+    return (*(f"{k}={v}" for k, v in params.items()), "--max-tokens", str(p.turn_tokens))
 
 
 # -- training ------------------------------------------------------------------------------------------

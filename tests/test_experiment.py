@@ -48,8 +48,6 @@ def test_experiment_end_to_end_on_the_scripted_backend(
         "selfplay-s1",
         "fixed_pool-s0",
         "fixed_pool-s1",
-        "procedural-s0",
-        "procedural-s1",
     ):
         assert f"| {run} | " in text
         rows = report.read_rows(tmp_path / "runs" / run)
@@ -81,6 +79,11 @@ def test_suites_hold_out_the_skills_and_levels_the_preset_does_not_train() -> No
     assert {envs.spec(n).skill for n in trained} <= set(cfg.designer.skills)
     assert sorted(held + trained) == sorted(envs.names("games"))
     assert "fixed_pool trains on these environments at level 0" in plan.suites[0].note
+    played = tyro.cli(EvalArgs, args=list(plan.suites[0].args))  # envs are played as training plays them
+    assert f"demos={cfg.play.demos}" in played.param
+    assert f"action_mode={cfg.play.action_mode}" in played.param
+    assert "difficulty=1" in played.param
+    assert played.max_tokens == cfg.play.turn_tokens
     assert "in distribution for procedural" in plan.suites[-1].note  # RG tasks shared with procedural.tasks
     assert [s.label for s in plan.suites] == [
         "envs-heldout-skills-d1", "envs-trained-skills-d1", "envs-heldout-skills-d2", "envs-trained-skills-d2", "rg"
@@ -161,3 +164,11 @@ def test_a_missing_notes_file_is_refused_before_anything_runs(tmp_path: Path) ->
     with pytest.raises(SystemExit) as exc:
         exp.parse_plan(["--notes", str(tmp_path / "missing.md")])
     assert exc.value.code == 2
+
+
+def test_envs_suite_shows_demonstrations_as_training_does() -> None:
+    from spade.evals.base import EvalOptions  # noqa: PLC0415
+    from spade.evals.envs import play_config  # noqa: PLC0415
+
+    assert play_config(EvalOptions(params={"demos": 1})).demos == 1
+    assert play_config(EvalOptions()).demos == 0

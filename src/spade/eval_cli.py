@@ -52,7 +52,7 @@ class EvalArgs:
     """Reasoning-Gym task parameters: default (package defaults), hard (the paper's A.3 table), easy."""
     param: tuple[str, ...] = ()
     """Task parameters KEY=VALUE (JSON values); `task.KEY=VALUE` for one task; envs: difficulty, action_mode,
-    max_turns, context_tokens."""
+    max_turns, context_tokens, demos."""
     episodes: int = DEFAULTS.episodes
     """Scored episodes per item."""
     limit: int | None = DEFAULTS.limit

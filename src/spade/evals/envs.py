@@ -9,7 +9,8 @@ instance's ``solution()`` (a sanity check: a sound environment scores 1.0).
 
 ``params``: ``archive`` (run folder), ``difficulty`` (level for seed environments), ``action_mode``
 (``boxed`` / ``lenient``), ``on_length`` (``end`` / ``act``, as ``play.on_length``), ``max_turns`` (agent
-turn budget, default 25), ``context_tokens`` (default 2048).
+turn budget, default 25), ``context_tokens`` (default 2048), ``demos`` (solved episodes of the same environment
+at other seeds shown first, as ``play.demos``; default 0).
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def play_config(opts: EvalOptions) -> PlayConfig:
         temperature=opts.temperature,
         top_p=opts.top_p,
         difficulty=None if p.get("difficulty") is None else int(p["difficulty"]),
+        demos=int(p.get("demos", 0)),
     )
 
 
