@@ -18,9 +18,9 @@ at the difficulty levels ``--difficulties`` (default: one above the level traine
 ``envs-trained-skills``: the other seed environments at those untrained levels; ``rg``: Reasoning-Gym tasks
 ``--rg-tasks`` (arithmetic and ordering, related to mathematical_reasoning/optimization/pattern_recognition;
 at ``--rg-preset easy`` with ``--fewshot 1`` the embedded model scores above 0 on the arithmetic ones). The
-fixed pool is the whole seed library, so for ``fixed_pool`` the environment suites are held out in level
-only; ``procedural`` trains on ``procedural.tasks``, which share the arithmetic tasks with ``rg`` (other
-seeds). The report's suite table says this for each suite.
+default fixed pool is the seed environments of ``designer.skills``, so for ``fixed_pool`` the trained-skill
+suite is held out in level only; ``procedural`` trains on ``procedural.tasks``, which share the arithmetic
+tasks with ``rg`` (other seeds). The report's suite table says this for each suite.
 
 **Statistics** (``experiment_stats``): a mode's score is the mean over seeds of its mean item score; 95%
 intervals bootstrap items (paired across modes), seeds and episodes. Verdicts come from the intervals.
@@ -182,11 +182,12 @@ def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None,
     played = (
         "each environment's default level" if cfg.play.difficulty is None else f"level {cfg.play.difficulty}"
     )
+    # the default fixed pool is the seed environments of designer.skills (spade.phases._pool)
     pool = f"fixed_pool trains on these environments at {played}: held out in level only"
     out = []
     for level in levels:
-        for label, group, what in (("envs-heldout-skills", held, "skills selfplay does not train"),
-                                   ("envs-trained-skills", rest, "skills selfplay trains")):  # fmt: skip
+        for label, group, what in (("envs-heldout-skills", held, "skills no mode trains (nor the default pool)"),
+                                   ("envs-trained-skills", rest, f"skills selfplay trains; {pool}")):  # fmt: skip
             if group:
                 envs_args = (
                     "envs",
@@ -196,7 +197,7 @@ def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None,
                     f"difficulty={level}",
                     *_as_trained(cfg),
                 )
-                out.append(Suite(f"{label}-d{level}", envs_args, f"{what}, at level {level}; {pool}"))
+                out.append(Suite(f"{label}-d{level}", envs_args, f"level {level}; {what}"))
     if a.rg_tasks:
         args = ("reasoning_gym", "--tasks", a.rg_tasks, "--preset", a.rg_preset, "--fewshot", str(a.fewshot),
                 "--limit", str(a.eval_limit), "--max-tokens", str(cfg.eval.max_tokens))  # fmt: skip
