@@ -58,6 +58,8 @@ from typing import Any
 
 MODES = ("selfplay", "fixed_pool", "procedural")
 START = "start"
+INTRAIN_LIMIT = 4
+"""Items per Reasoning-Gym task in each in-training evaluation (one episode each)."""
 SPADE = (sys.executable, "-c", "import sys\nfrom spade.cli import main\nsys.exit(main())")
 """``spade`` as this interpreter imports it (no console script needed)."""
 
@@ -107,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default="cpu-tiny", help="spade train preset (cpu-tiny, paper, ...)")
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    p.add_argument("--budget", type=int, default=40_000, help="sampled tokens per run (all completions)")
+    p.add_argument("--budget", type=int, default=12_000, help="sampled tokens per run (all completions)")
     p.add_argument("--max-steps", type=int, default=0, help="step cap per run (0: 10x the preset's steps)")
     p.add_argument("--out", type=Path, default=Path("runs/experiment"))
     p.add_argument("--results", type=Path, default=Path("docs/results.md"))
@@ -120,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-episodes", type=int, default=4)
     p.add_argument("--eval-limit", type=int, default=8, help="items per Reasoning-Gym task")
     p.add_argument("--eval-temperature", type=float, default=0.6)
-    p.add_argument("--eval-every", type=int, default=4, help="in-training evaluation every N steps (0: off)")
+    p.add_argument("--eval-every", type=int, default=None, help="in-training RG evaluation every N steps (0: off; "
+                   "default 4, with --quick 0)")  # fmt: skip
     p.add_argument(
         "--notes", type=Path, default=None, help="markdown file kept as the report's Interpretation"
     )
@@ -139,12 +142,15 @@ def parse_plan(argv: Sequence[str]) -> Plan:
 
     cfg, _ = parse_config(["--preset", a.preset, *a.train_args])
     if a.quick:
-        a.budget, a.eval_episodes, a.eval_limit, a.eval_every = min(a.budget, 4000), 1, 2, 0
+        a.budget, a.eval_episodes, a.eval_limit = min(a.budget, 4000), 1, 2
+    if a.eval_every is None:
+        a.eval_every = 0 if a.quick else 4
     levels = a.difficulties or [heldout_level(cfg.play.difficulty)]
     suites = heldout_suites(cfg, levels, a.heldout_envs, a)
     common = ("--episodes", str(a.eval_episodes), "--temperature", str(a.eval_temperature), "--seed", "0")
-    # in-training suites are keyed by suite name (eval/<name>/score): one envs suite, at default levels
-    intrain = tuple({s.args[0]: s.args[0] + ":" + s.args[2] for s in reversed(suites)}.values())
+    # in-training evaluation (the curve) runs the RG suite only: spade.evals.intrain plays envs with the
+    # suite defaults (no demonstrations, boxed actions, 25 turns), not as training plays them
+    intrain = tuple(f"reasoning_gym:{s.args[2]}" for s in suites if s.label == "rg")
     return Plan(
         preset=a.preset,
         modes=tuple(a.modes),
@@ -236,13 +242,15 @@ def train_command(plan: Plan, mode: str, seed: int) -> list[str]:
 
 
 def _intrain_options(plan: Plan) -> list[str]:
-    """In-training evaluation options mirroring the final evaluation's (RG preset, few-shot, items)."""
+    """In-training evaluation options: the final evaluation's RG preset, few-shot and temperature, one
+    episode per item and ``INTRAIN_LIMIT`` items per task: a curve at a fraction of the final cost."""
     rg = next((s.args for s in plan.suites if s.label == "rg"), ())
     opts = dict(zip(rg[1::2], rg[2::2], strict=False))
     out = ["--eval.temperature", plan.eval_args[plan.eval_args.index("--temperature") + 1]]
-    for flag in ("--preset", "--fewshot", "--limit"):
+    for flag in ("--preset", "--fewshot"):
         if flag in opts:
             out += [f"--eval.{flag[2:]}", opts[flag]]
+    out += ["--eval.limit", str(INTRAIN_LIMIT)]
     return out
 
 

@@ -32,7 +32,7 @@ def test_experiment_end_to_end_on_the_scripted_backend(
     notes.write_text("Read by hand: the scripted backend measures nothing.")
     argv = ["--quick", "--modes", "selfplay", "fixed_pool", "--seeds", "0", "1",
             "--out", str(tmp_path / "runs"), "--results", str(results), "--rg-tasks", "basic_arithmetic",
-            "--notes", str(notes), "--", *SCRIPTED]  # fmt: skip
+            "--eval-every", "1", "--notes", str(notes), "--", *SCRIPTED]  # fmt: skip
     assert exp.main(argv) == 0
     text = results.read_text()
     plan = exp.parse_plan(argv)
@@ -51,8 +51,11 @@ def test_experiment_end_to_end_on_the_scripted_backend(
     ):
         assert f"| {run} | " in text
         rows = report.read_rows(tmp_path / "runs" / run)
-        assert rows[-1]["budget/sampled_tokens"] >= plan.budget  # the budget ended every run
-        assert len(rows) < plan.max_steps
+        steps = [r for r in rows if "agent/plays" in r]
+        assert steps[-1]["budget/sampled_tokens"] >= plan.budget  # the budget ended every run
+        assert len(steps) < plan.max_steps
+        assert rows[-1]["step"] == len(steps)  # the final in-training evaluation, after the last step
+        assert "eval/reasoning_gym/score" in rows[-1]  # the held-out curve's last point
     for name in ("designer_validity", "win_rate", "regret", "heldout"):
         png = tmp_path / "doc" / "results" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -95,11 +98,8 @@ def test_suites_hold_out_the_skills_and_levels_the_preset_does_not_train() -> No
     for mode in exp.MODES:  # every mode's command parses as spade train options (procedural included)
         cfg_m, _ = parse_config(exp.train_command(plan, mode, 0)[1:])
         assert (cfg_m.mode, cfg_m.seed, cfg_m.sampled_token_budget) == (mode, 0, plan.budget)
-    # in-training metrics are keyed by suite name: one suite of each name (the held-out-skill envs)
-    assert plan.intrain_suites == (
-        f"reasoning_gym:{plan.suites[-1].args[2]}",
-        f"envs:{','.join(held)}",
-    )
+    # the curve: the RG suite (in-training evaluation does not play envs as training plays them)
+    assert plan.intrain_suites == (f"reasoning_gym:{plan.suites[-1].args[2]}",)
 
 
 @pytest.mark.parametrize(
