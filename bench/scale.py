@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import time
 from typing import Any
@@ -121,6 +122,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out["driver_cpu_ms_per_call_local"] = local["driver_cpu_ms_per_call"]
     from spade.cluster.ray_runner import RayRunner  # noqa: PLC0415 - Ray only for these figures
 
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # a loopback cluster: no token (one left in ~/.ray would not match)
     with LocalRayCluster([NodeSpec(1), NodeSpec(1, {"node_b": 1})]) as cluster:
         for n in (1, 2):
             cfg = ClusterConfig(backend="ray", address=cluster.address, workers=n, cpus_per_worker=1)

@@ -156,8 +156,12 @@ def two_nodes() -> Iterator[Any]:
     """Head (1 CPU) + a second `ray start` node (1 CPU, resource node_b) in a temp folder with free ports."""
     from spade.cluster.local import LocalRayCluster, NodeSpec  # noqa: PLC0415
 
-    with LocalRayCluster([NodeSpec(1), NodeSpec(1, {"node_b": 1})]) as cluster:
-        yield cluster
+    # A loopback test cluster runs without token auth: a token another cluster left in ~/.ray makes the
+    # driver and the nodes disagree (Ray enables auth when it finds one).
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_AUTH_MODE", "disabled")
+        with LocalRayCluster([NodeSpec(1), NodeSpec(1, {"node_b": 1})]) as cluster:
+            yield cluster
 
 
 class _KillsAWorker:

@@ -186,7 +186,9 @@ def test_write_hints_end_to_end() -> None:
     metrics = hints.hint_metrics(out)
     assert metrics["hint/accepted_rate"] == 0.25
     assert metrics["hint/leak_sequence_rate"] == 0.25
-    assert sum(v for k, v in metrics.items() if k != "hint/accepted_rate") == pytest.approx(1.0)
+    reasons = {k: v for k, v in metrics.items() if k.endswith("_rate") and k != "hint/accepted_rate"}
+    assert sum(reasons.values()) == pytest.approx(1.0)
+    assert metrics["hint/sampled_tokens"] == 2 + 1 + 3  # every completion token of the three that came back
     assert hints.hint_metrics([]) == {}
     with pytest.raises(RuntimeError, match="1 completions for 2 prompts"):
         asyncio.run(hints.write_hints(FakePolicy(policy.completions[:1]), [req(0), req(1)], params))

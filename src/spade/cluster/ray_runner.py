@@ -20,6 +20,7 @@ import secrets
 import socket
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -335,19 +336,31 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _connect(cfg: ClusterConfig) -> None:
-    """Join the Ray cluster at ``cfg.address`` ('' starts a private one); ClusterError when none answers."""
+    """Join the Ray cluster at ``cfg.address`` ('' starts a private one); ClusterError when none answers.
+
+    An address whose port is open but whose cluster does not accept the driver yet (a head still starting
+    on a loaded machine) is tried again until ``cfg.start_timeout_s`` has passed.
+    """
     if cfg.address:
         _probe(resolve_address(cfg.address))  # ray.init retries an unreachable address for ever
-    try:
-        ray.init(
-            address=cfg.address or None,
-            namespace=cfg.namespace,
-            log_to_driver=False,
-            configure_logging=False,
-            include_dashboard=False if not cfg.address else None,
-        )
-    except ConnectionError as exc:
-        raise ClusterError(f"no Ray cluster at cluster.address={cfg.address!r} ({exc}); {_HOW}") from None
+    deadline = time.monotonic() + cfg.start_timeout_s
+    while True:
+        try:
+            ray.init(
+                address=cfg.address or None,
+                namespace=cfg.namespace,
+                log_to_driver=False,
+                configure_logging=False,
+                include_dashboard=False if not cfg.address else None,
+            )
+            return
+        except ConnectionError as exc:
+            ray.shutdown()
+            if not cfg.address or time.monotonic() >= deadline:
+                raise ClusterError(
+                    f"no Ray cluster at cluster.address={cfg.address!r} ({exc}); {_HOW}"
+                ) from None
+            time.sleep(1.0)
 
 
 _HOW = "start one with `ray start --head` or pass --cluster.address '' for a private one-node Ray"
