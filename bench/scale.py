@@ -122,7 +122,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out["driver_cpu_ms_per_call_local"] = local["driver_cpu_ms_per_call"]
     from spade.cluster.ray_runner import RayRunner  # noqa: PLC0415 - Ray only for these figures
 
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # a loopback cluster: no token (one left in ~/.ray would not match)
+    # A loopback cluster runs without token auth (a token another cluster left in ~/.ray would not match).
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     with LocalRayCluster([NodeSpec(1), NodeSpec(1, {"node_b": 1})]) as cluster:
         for n in (1, 2):
             cfg = ClusterConfig(backend="ray", address=cluster.address, workers=n, cpus_per_worker=1)
