@@ -23,7 +23,7 @@ LEVELS: tuple[tuple[int, int, int], ...] = (
     (4, 30, 20),
     (4, 100, 28),
 )
-GUESS_RE = re.compile(r"^\s*(?:\\boxed\s*\{\s*(-?\d+)\s*\}|(-?\d+))\s*[.!]?\s*$")
+BARE_RE = re.compile(r"^\s*(-?\d+)\s*[.!]?\s*$")
 
 
 def read_guess(action: str) -> int | None:
@@ -32,8 +32,8 @@ def read_guess(action: str) -> int | None:
     boxed = re.findall(r"\\boxed\s*\{\s*(-?\d+)\s*\}", text)
     if boxed:
         return int(boxed[-1])
-    match = GUESS_RE.match(text)
-    return int(match.group(1) or match.group(2)) if match else None
+    match = BARE_RE.match(text)
+    return int(match.group(1)) if match else None
 
 
 class CombinationLockEnv(TextEnv):
