@@ -436,6 +436,26 @@ class EvalConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SFTConfig:
+    """Supervised warm start of the agent before RL, the same for every mode (see spade.sft).
+
+    The agent is trained to imitate the scripted solutions (``solution()``) of seed games at the level it
+    will play (``play.difficulty``), on seeds it is never scored on; only its own replies carry the loss.
+    """
+
+    episodes: int = 0
+    """Scripted episodes to imitate (0: no warm start)."""
+    envs: tuple[str, ...] = ()
+    """Seed games to take them from (empty: the seeds of ``designer.skills``)."""
+    epochs: int = 3
+    """Passes over the episodes."""
+    batch: int = 16
+    """Episodes per optimiser step."""
+    lr: float = 0.0
+    """Learning rate of the warm start (0: ``trainer.lr``); RL then continues at ``trainer.lr``."""
+
+
+@dataclass(frozen=True, slots=True)
 class ProceduralConfig:
     """``--mode procedural``: Reasoning-Gym tasks as environments, each with an adaptive difficulty level
     (RLVE-style controller, see spade.procedural and docs/eval.md)."""
@@ -520,6 +540,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     procedural: ProceduralConfig = field(default_factory=ProceduralConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -536,6 +557,15 @@ def validate(cfg: TrainConfig) -> None:
     _require(cfg.steps >= 1, f"steps must be >= 1 (got {cfg.steps})")
     _require(cfg.sampled_token_budget >= 0, "sampled_token_budget must be >= 0 (0: no budget)")
     _require(cfg.play.demos >= 0, f"play.demos must be >= 0 (got {cfg.play.demos})")
+    _require(cfg.sft.episodes >= 0, f"sft.episodes must be >= 0 (got {cfg.sft.episodes})")
+    _require(cfg.sft.epochs >= 1 and cfg.sft.batch >= 1, "sft.epochs and sft.batch must be >= 1")
+    _require(cfg.sft.lr >= 0.0, f"sft.lr must be >= 0 (0: trainer.lr; got {cfg.sft.lr})")
+    if cfg.sft.episodes and cfg.sft.envs:
+        from spade import envs  # noqa: PLC0415 - imports the seed library; only to check these names
+
+        games = envs.names("games")
+        bad = [n for n in cfg.sft.envs if n not in games]
+        _require(not bad, f"sft.envs {bad} are not seed games; choose from {', '.join(games)}")
     _require(d.regen_interval >= 1, "designer.regen_interval must be >= 1")
     _require(d.envs_per_regen >= 1, "designer.envs_per_regen must be >= 1")
     _require(0.0 <= d.edit_fraction <= 1.0, "designer.edit_fraction must be in [0, 1]")

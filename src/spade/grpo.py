@@ -103,6 +103,8 @@ class LossParts:
     mismatch_kl_sum: float
     """k3 estimate of KL(sample ‖ old) summed: how far the sampling engine was from the trainer."""
     tis_sum: float
+    nll_sum: float
+    """Negative log-likelihood of the loss tokens under the trainer, summed (the warm start's loss)."""
     tokens: float
 
 
@@ -155,5 +157,6 @@ def grpo_loss_parts(
         approx_kl_sum=float(masked_sum(approx, mask_BT)),
         mismatch_kl_sum=float(masked_sum(mismatch, mask_BT)),
         tis_sum=float(masked_sum(weights_BT, mask_BT)),
+        nll_sum=-float(masked_sum(new_BT.detach(), mask_BT)),
         tokens=float(mask_BT.sum()),
     )

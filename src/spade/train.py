@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from spade import cluster, distributed, procedural, resources, stopping
+from spade import cluster, distributed, procedural, resources, sft, stopping
 from spade import credit as cr
 from spade import rewards as rw
 from spade.backends import policy_metrics
@@ -125,7 +125,8 @@ async def _train(
             with make_components(cfg, run) as c:
                 state = _restore(cfg, run, c, progress) if resume else _fresh(cfg, c)
                 ready = True
-                await _loop(cfg, run, c, state, progress)
+                first = await _warm_start(cfg, run, c, state, progress)
+                await _loop(cfg, run, c, state, progress, first=first)
         except BaseException:
             if not ready and not resume and fresh_root:  # a run that never started leaves nothing behind
                 run.discard()
@@ -154,7 +155,31 @@ def _open_run(
     return cfg, False
 
 
-async def _loop(cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, progress: Progress) -> None:
+async def _warm_start(
+    cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, progress: Progress
+) -> dict[str, Any]:
+    """The supervised warm start (``sft``) of a run at step 0; its metrics go into step 0's row.
+
+    Step 0 has no checkpoint, so a run killed before step 0 ended starts over, warm start included.
+    """
+    if state.step > 0 or cfg.sft.episodes == 0:
+        return {}
+    progress(f"sft: warm start on {cfg.sft.episodes} scripted episodes of {', '.join(sft.env_names(cfg))}")
+    metrics = await sft.warm_start(cfg, c.runner, c.policy.template, c.trainer, progress)
+    c.policy.load_weights(c.trainer.export_weights(run.root / "policy"))
+    progress(sft.describe(metrics, sft.env_names(cfg)))
+    return metrics
+
+
+async def _loop(
+    cfg: TrainConfig,
+    run: RunDir,
+    c: Components,
+    state: LoopState,
+    progress: Progress,
+    *,
+    first: dict[str, Any],
+) -> None:
     board = run.tensorboard(purge_step=state.step)
     step_times: list[float] = []
     evaluator = TrainEval(cfg, run.root)  # held-out evaluation (spade.evals.intrain); off when every=0
@@ -163,6 +188,7 @@ async def _loop(cfg: TrainConfig, run: RunDir, c: Components, state: LoopState, 
             evals = await evaluator.at_step(c.policy, state.step)
             started = time.perf_counter()
             row = await run_step(cfg, c, state, progress)
+            row.update(first if state.step == 0 else {})
             state.sampled_tokens += _sampled_tokens(row)
             row["budget/sampled_tokens"] = float(state.sampled_tokens)
             row.update(evals)

@@ -373,6 +373,7 @@ class ScriptedTrainer:
 
     def __init__(self, base_skill: float = 0.5, gain: float = 0.05) -> None:
         self.updates = 0
+        self.lr = 0.0
         self.base_skill = base_skill
         self.gain = gain
 
@@ -385,12 +386,21 @@ class ScriptedTrainer:
         """Count one update; report sample statistics."""
         self.updates += 1
         tokens = sum(sum(s.mask_T) for s in samples)
-        out = {"train/tokens": float(tokens), "train/sequences": float(len(samples))}
+        out = {
+            "train/tokens": float(tokens),
+            "train/sequences": float(len(samples)),
+            "train/nll": 1.0 / self.updates,  # falls with every update, like a loss being fitted
+        }
         for role in ("agent", "designer"):
             adv = [s.advantage for s in samples if s.role == role]
             if adv:
                 out[f"loss/{role}"] = -sum(adv) / len(adv)
         return out
+
+    def set_lr(self, lr: float) -> float:
+        """Accept a learning rate (a double has none); returns the previous one."""
+        previous, self.lr = self.lr, lr
+        return previous
 
     def export_weights(self, path: Path) -> Path:
         """Write the skill for ScriptedPolicy.load_weights."""

@@ -192,6 +192,14 @@ class TorchTrainer:
         )
         return metrics
 
+    def set_lr(self, lr: float) -> float:
+        """Set the optimiser's learning rate (e.g. for the warm start); returns the previous one."""
+        groups = self._inner_optimizer().param_groups
+        previous = float(groups[0]["lr"])
+        for group in groups:
+            group["lr"] = lr
+        return previous
+
     def export_weights(self, path: Path) -> Path:
         """Write the adapter (LoRA) or the full model + tokenizer (full fine-tuning) to ``path``.
 
@@ -430,6 +438,7 @@ def _summarise(parts: Sequence[LossParts], tokens: int) -> dict[str, float]:
         "train/approx_kl": mean("approx_kl_sum"),
         "train/mismatch_kl": mean("mismatch_kl_sum"),
         "train/tis_weight": mean("tis_sum"),
+        "train/nll": mean("nll_sum"),
         "train/tokens": float(tokens),
     }
 

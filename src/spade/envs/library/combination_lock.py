@@ -49,11 +49,12 @@ class CombinationLockEnv(TextEnv):
         self.max_turns = self.turn_budget(turns)
         self.code = [self.rng.randint(1, self.top) for _ in range(dials)]
         self.dial = 0  # index of the dial being guessed
+        self.low, self.high = 1, self.top  # what the answers so far allow for the current dial
         intro = (
             f"A lock has {dials} dials, each set to a whole number from 1 to {self.top}. Find them one at a "
             "time: write one number per turn, like \\boxed{7}. I say whether the dial's number is higher or "
-            f"lower, or that it is right and we move to the next dial. Dial 1 of {dials}. "
-            f"Turns left: {self.turns_left}"
+            "lower (and the range it can still be in), or that it is right and we move to the next dial. "
+            f"Dial 1 of {dials}. Turns left: {self.turns_left}"
         )
         return intro, {"difficulty": self.difficulty, "dials": dials, "top": self.top}
 
@@ -63,9 +64,15 @@ class CombinationLockEnv(TextEnv):
             return self.end_turn(f"Could not read a number; write one like \\boxed{{7}}. {self._left()}")
         secret = self.code[self.dial]
         if guess != secret:
-            way = "higher" if guess < secret else "lower"
-            return self.end_turn(f"{guess}: dial {self.dial + 1}'s number is {way}. {self._left()}")
+            if guess < secret:
+                way, self.low = "higher", max(self.low, guess + 1)
+            else:
+                way, self.high = "lower", min(self.high, guess - 1)
+            return self.end_turn(
+                f"{guess}: dial {self.dial + 1}'s number is {way}, from {self.low} to {self.high}. {self._left()}"
+            )
         self.dial += 1
+        self.low, self.high = 1, self.top
         if self.dial == len(self.code):
             return self.end_turn(f"{guess} is right. The lock opens. You win!", 1.0, terminated=True)
         return self.end_turn(

@@ -1,0 +1,134 @@
+"""Supervised warm start: before RL, the agent imitates the scripted solutions of seed games.
+
+A 135M model rarely wins a multi-turn game by RL alone: without wins every GRPO group is constant and
+there is nothing to learn from. Imitating a few dozen solved episodes first gives it the action format and
+a strategy to start from, for every mode alike (self-play, the fixed pool and the procedural baseline
+start from the same warmed-up policy, so comparisons stay fair).
+
+Episodes are the seed games' own ``solution()`` scripts played in the sandbox at ``play.difficulty``, on
+demonstration seeds (:data:`spade.demos.DEMO_SEED_BASE` and up), which no played episode uses. Each is
+rendered exactly as the agent sees a game (system prompt, observations as user turns, ``\\boxed{action}``
+replies closed by the end-of-turn token) and trained with the policy-gradient loss at advantage 1 on the
+reply tokens only: on the trainer's single on-policy pass that is the gradient of the replies'
+log-likelihood, i.e. supervised fine-tuning. Scripts that do not win within ``play.max_turns`` are skipped
+and counted.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from spade import envs
+from spade.agent import GAME_SYSTEM
+from spade.backends.template import TokenStream, TurnTemplate
+from spade.config import TrainConfig
+from spade.demos import Demo, demo_seed, record_demo
+from spade.errors import SpadeError
+from spade.rollout import reset_options
+from spade.sandbox import EnvRunner
+from spade.types import Completion, Message, Trainer, TrainSample
+
+Progress = Callable[[str], None]
+
+
+def env_names(cfg: TrainConfig) -> list[str]:
+    """The seed games the warm start imitates: ``sft.envs``, else the seeds of ``designer.skills``."""
+    if cfg.sft.envs:
+        return list(cfg.sft.envs)
+    skills = set(cfg.designer.skills)
+    return [n for n in envs.names("games") if not skills or envs.spec(n).skill in skills]
+
+
+async def scripted_episodes(cfg: TrainConfig, runner: EnvRunner) -> tuple[list[tuple[str, Demo]], int]:
+    """``sft.episodes`` solved episodes spread over :func:`env_names`, and how many scripts did not win."""
+    names = env_names(cfg)
+    options = reset_options(cfg.play, None)
+    episodes: list[tuple[str, Demo]] = []
+    failed = 0
+    for k in range(cfg.sft.episodes):
+        name = names[k % len(names)]
+        seed = demo_seed(f"sft/{name}", [cfg.seed], k)
+        demo = await record_demo(
+            runner, envs.spec(name).source(), seed=seed, options=options, max_actions=cfg.play.max_turns
+        )
+        if demo is None:
+            failed += 1
+        else:
+            episodes.append((name, demo))
+    return episodes, failed
+
+
+def episode_sample(template: TurnTemplate, demo: Demo) -> TrainSample:
+    """One solved episode as the agent would have played it: replies carry the loss (advantage 1)."""
+    messages: list[Message] = [
+        {"role": "system", "content": GAME_SYSTEM},
+        {"role": "user", "content": demo.turns[0][0]},
+    ]
+    stream = TokenStream.from_messages(template, messages)
+    end = [] if template.end_of_turn_id is None else [template.end_of_turn_id]
+    for i, (_, action) in enumerate(demo.turns):
+        if i > 0:
+            stream.add_messages([{"role": "user", "content": demo.turns[i][0]}])
+        reply = f"\\boxed{{{action}}}"
+        ids = tuple(template.encode(reply)) + tuple(end)
+        stream.add_completion(Completion(reply, ids, (0.0,) * len(ids), "stop"))
+    stream.close()
+    return stream.train_sample(advantage=1.0, role="agent")
+
+
+async def warm_start(
+    cfg: TrainConfig, runner: EnvRunner, template: Any, trainer: Trainer, progress: Progress
+) -> dict[str, Any]:
+    """Train ``trainer`` on the scripted episodes (``sft.epochs`` passes); returns ``sft/*`` metrics.
+
+    Raises:
+        SpadeError: no script won an episode (nothing to imitate), or ``sft.lr`` is set for a trainer that
+            cannot change its learning rate (the multi-process leader).
+    """
+    if not isinstance(template, TurnTemplate):
+        raise TypeError("the policy's template cannot do multi-turn token accounting (needs render_suffix)")
+    t0 = time.perf_counter()
+    episodes, failed = await scripted_episodes(cfg, runner)
+    if not episodes:
+        raise SpadeError(
+            f"sft: none of {cfg.sft.episodes} scripted episodes of {', '.join(env_names(cfg))} won within "
+            f"play.max_turns={cfg.play.max_turns}; pick other sft.envs or set sft.episodes 0"
+        )
+    samples = [episode_sample(template, demo) for _, demo in episodes]
+    set_lr = getattr(trainer, "set_lr", None)
+    if cfg.sft.lr > 0.0 and set_lr is None:
+        raise SpadeError("sft.lr needs a single-process trainer; leave it 0 to warm up at trainer.lr")
+    previous = set_lr(cfg.sft.lr) if set_lr is not None and cfg.sft.lr > 0.0 else None
+    rng = random.Random(cfg.seed)
+    losses: list[float] = []
+    try:
+        for epoch in range(cfg.sft.epochs):
+            order = rng.sample(range(len(samples)), len(samples))
+            for start in range(0, len(order), cfg.sft.batch):
+                batch = [samples[i] for i in order[start : start + cfg.sft.batch]]
+                losses.append(trainer.train_step(batch).get("train/nll", float("nan")))
+            progress(f"sft: epoch {epoch + 1}/{cfg.sft.epochs}, reply loss {losses[-1]:.3f}")
+    finally:
+        if previous is not None and set_lr is not None:
+            set_lr(previous)
+    return {
+        "sft/episodes": float(len(samples)),
+        "sft/failed_scripts": float(failed),
+        "sft/steps": float(len(losses)),
+        "sft/tokens": float(sum(sum(s.mask_T) for s in samples)),
+        "sft/loss_first": losses[0],
+        "sft/loss_last": losses[-1],
+        "time/sft_s": time.perf_counter() - t0,
+    }
+
+
+def describe(metrics: dict[str, Any], games: Sequence[str]) -> str:
+    """The progress line after the warm start."""
+    return (
+        f"sft: imitated {metrics['sft/episodes']:.0f} scripted episodes of {', '.join(games)} in "
+        f"{metrics['sft/steps']:.0f} steps: reply loss {metrics['sft/loss_first']:.3f} -> "
+        f"{metrics['sft/loss_last']:.3f} ({metrics['time/sft_s']:.0f} s)"
+    )

@@ -1,0 +1,168 @@
+"""Supervised warm start: scripted episodes rendered as the agent plays them, trained before step 0."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spade import envs, sft
+from spade.agent import Episode, play_episode
+from spade.backends.embedded import write_tiny_model
+from spade.backends.scripted import ScriptedTrainer
+from spade.backends.template import HFChatTemplate
+from spade.backends.trainer import TorchTrainer
+from spade.config import CPU_TINY, ConfigError, ModelConfig, SFTConfig, TrainConfig, TrainerConfig, validate
+from spade.demos import Demo, demo_seed
+from spade.errors import SpadeError
+from spade.sandbox import Sandbox
+from spade.train import train
+from spade.types import Trajectory
+from test_agent import CannedPolicy
+
+LOCK = dataclasses.replace(
+    CPU_TINY.play, demos=0, difficulty=0, max_turns=12, context_tokens=100_000, turn_tokens=32
+)
+
+
+def _cfg(**sft_fields: Any) -> TrainConfig:
+    return dataclasses.replace(
+        TrainConfig(),
+        play=LOCK,
+        sft=SFTConfig(**sft_fields),
+        designer=CPU_TINY.designer,
+    )
+
+
+def test_episodes_come_from_the_trained_skills_seeds_on_unplayed_seeds() -> None:
+    cfg = _cfg(episodes=6)
+    assert sft.env_names(cfg) == ["combination_lock", "seating"]  # the logical_deduction seeds
+    assert sft.env_names(dataclasses.replace(cfg, sft=SFTConfig(envs=("countdown",)))) == ["countdown"]
+
+    async def run() -> tuple[list[tuple[str, Demo]], int]:
+        with Sandbox() as sb:
+            return await sft.scripted_episodes(cfg, sb)
+
+    episodes, failed = asyncio.run(run())
+    assert failed == 0
+    assert len(episodes) == 6
+    assert [name for name, _ in episodes] == ["combination_lock", "seating"] * 3
+    assert len({demo.turns for _, demo in episodes}) == 6  # six instances
+    for _, demo in episodes:
+        assert 3 <= len(demo.turns) <= LOCK.max_turns
+
+
+def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies() -> None:
+    """The warm start trains on exactly the sequence the agent produces when it plays those moves."""
+    name = "combination_lock"
+    policy = CannedPolicy([])
+
+    async def run() -> tuple[Demo, Trajectory]:
+        with Sandbox() as sb:
+            cfg = dataclasses.replace(_cfg(episodes=1), sft=SFTConfig(episodes=1, envs=(name,)))
+            demo = (await sft.scripted_episodes(cfg, sb))[0][0][1]
+            policy.replies = [f"\\boxed{{{a}}}" for _, a in demo.turns]
+            env = await sb.aopen(envs.spec(name).source())
+            try:
+                seed_used = demo_seed(f"sft/{name}", [cfg.seed], 0)
+                traj = await play_episode(
+                    policy, env, Episode(name, seed_used, options={"difficulty": 0}), LOCK, is_tool_env=False
+                )
+            finally:
+                await env.aclose()
+            return demo, traj
+
+    demo, traj = asyncio.run(run())
+    sample = sft.episode_sample(policy.template, demo)
+    assert traj.success
+    assert sample.tokens_T == traj.tokens_T
+    assert sample.mask_T == traj.mask_T
+    assert sample.advantage == 1.0
+    assert sample.role == "agent"
+
+
+def test_warm_start_trains_every_epoch_at_its_own_lr_then_restores_the_trainers() -> None:
+    cfg = _cfg(episodes=5, epochs=2, batch=2, lr=0.5)
+    trainer = ScriptedTrainer()
+    trainer.lr = 0.01
+    seen: list[str] = []
+
+    async def run() -> dict[str, float]:
+        with Sandbox() as sb:
+            return await sft.warm_start(cfg, sb, CannedPolicy([]).template, trainer, seen.append)
+
+    metrics = asyncio.run(run())
+    assert trainer.updates == 2 * 3  # 5 episodes in batches of 2, twice
+    assert trainer.lr == 0.01
+    assert metrics["sft/episodes"] == 5
+    assert metrics["sft/steps"] == 6
+    assert metrics["sft/failed_scripts"] == 0
+    assert metrics["sft/loss_last"] < metrics["sft/loss_first"]
+    assert metrics["sft/tokens"] > 0
+    assert [line.split(",")[0] for line in seen] == ["sft: epoch 1/2", "sft: epoch 2/2"]
+
+
+def test_scripts_that_do_not_win_in_the_turn_budget_are_counted_and_none_is_an_error() -> None:
+    cfg = dataclasses.replace(_cfg(episodes=3), play=dataclasses.replace(LOCK, max_turns=2))
+
+    async def run() -> None:
+        with Sandbox() as sb:
+            await sft.warm_start(cfg, sb, CannedPolicy([]).template, ScriptedTrainer(), lambda _: None)
+
+    with pytest.raises(SpadeError, match="none of 3 scripted episodes of combination_lock, seating won"):
+        asyncio.run(run())
+
+
+def test_bad_sft_settings_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match=r"sft\.episodes"):
+        validate(_cfg(episodes=-1))
+    with pytest.raises(ConfigError, match=r"sft\.envs"):
+        validate(_cfg(episodes=2, envs=("no_such_game",)))
+    with pytest.raises(ConfigError, match=r"sft\.envs"):
+        validate(_cfg(episodes=2, envs=("company_directory",)))  # a tool environment: no boxed script
+
+
+def test_a_run_warms_up_once_and_reports_it_in_step_zero(tmp_path: Path) -> None:
+    cfg = dataclasses.replace(
+        _cfg(episodes=4, epochs=1, batch=4),
+        name="sft",
+        runs_dir=tmp_path,
+        steps=2,
+        mode="fixed_pool",
+        model=ModelConfig(backend="scripted"),
+    )
+    lines: list[str] = []
+    run = train(cfg, progress=lines.append)
+    rows = [json.loads(line) for line in (run.root / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["sft/episodes"] == 4
+    assert rows[0]["sft/steps"] == 1
+    assert "sft/episodes" not in rows[1]
+    assert any(
+        line.startswith("sft: imitated 4 scripted episodes of combination_lock, seating") for line in lines
+    )
+    lines.clear()
+    train(cfg, resume=True, steps=3, progress=lines.append)  # a resumed run does not warm up again
+    assert not any(line.startswith("sft:") for line in lines)
+
+
+@pytest.mark.slow
+def test_the_real_trainer_fits_the_scripted_replies(tmp_path: Path) -> None:
+    """On a real (tiny, random) model the replies' loss falls over the warm start's epochs."""
+    model = write_tiny_model(tmp_path / "tiny")
+    cfg = _cfg(episodes=4, epochs=8, batch=4, lr=1e-2)
+    trainer = TorchTrainer(TrainerConfig(lr=1e-5, micro_batch_tokens=4096), ModelConfig(model=str(model)))
+    template = HFChatTemplate(trainer.tokenizer)
+
+    async def run() -> dict[str, float]:
+        with Sandbox() as sb:
+            return await sft.warm_start(cfg, sb, template, trainer, lambda _: None)
+
+    metrics = asyncio.run(run())
+    assert math.isfinite(metrics["sft/loss_first"])
+    assert metrics["sft/loss_last"] < 0.7 * metrics["sft/loss_first"]
+    assert trainer.optimizer.param_groups[0]["lr"] == 1e-5
