@@ -1,9 +1,12 @@
 """Time and peak memory of one GRPO train step (default: 4 sequences × 256 tokens, LoRA rank 8).
 
     .venv/bin/python bench/train_step.py [--lora-rank 8] [--seqs 4] [--tokens 256] [--steps 3] [--json]
+        [--turns N]
 
 Peak memory is the process's peak RSS on CPU (model, optimiser and activations included) or the peak CUDA
-allocation on GPU.
+allocation on GPU. With ``--turns N`` the sequences look like N-turn games (8-token replies after 56-token
+observations, i.e. 1/8 of the tokens carry the loss), and the step is also timed with the vocabulary head
+applied at every position (the trainer before it kept only the loss positions), as the baseline.
 """
 
 from __future__ import annotations
@@ -13,18 +16,22 @@ import json
 import random
 import statistics
 
+import torch
+
+from spade.backends import trainer as trainer_module
 from spade.backends.trainer import TorchTrainer
 from spade.config import ModelConfig, TrainerConfig
 from spade.types import TrainSample
 
 
-def batch(seqs: int, tokens: int, seed: int) -> list[TrainSample]:
-    """Random sequences with a 64-token prompt (mask 0) and the rest as the reply (mask 1)."""
+def batch(seqs: int, tokens: int, seed: int, *, turns: bool = False) -> list[TrainSample]:
+    """Random sequences with a 64-token prompt (mask 0) and the rest as the reply (mask 1); with ``turns``,
+    each 64-token block ends with an 8-token reply."""
     rng = random.Random(seed)
     out = []
     for i in range(seqs):
         ids = tuple(rng.randrange(100, 40_000) for _ in range(tokens))
-        mask = tuple(int(t >= 64) for t in range(tokens))
+        mask = tuple(int(t % 64 >= 56) if turns else int(t >= 64) for t in range(tokens))
         out.append(TrainSample(ids, mask, tuple(-2.0 * m for m in mask), (-1.0) ** i, "agent"))
     return out
 
@@ -38,23 +45,37 @@ def main() -> None:
     parser.add_argument("--seqs", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--turns", action="store_true", help="multi-turn masks; also time the full head")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     cfg = TrainerConfig(lr=1e-5, lora_rank=args.lora_rank, lora_alpha=2 * max(args.lora_rank, 1))
     trainer = TorchTrainer(cfg, ModelConfig(model=args.model, device=args.device))
-    times, peak = [], 0.0
-    for step in range(args.steps + 1):  # the first step warms up
-        metrics = trainer.train_step(batch(args.seqs, args.tokens, seed=step))
-        peak = max(peak, metrics["train/peak_mem_mb"])
-        if step:
-            times.append(metrics["time/train_step_s"])
-    result = {
+
+    def timed() -> tuple[float, float]:
+        times, peak = [], 0.0
+        for step in range(args.steps + 1):  # the first step warms up
+            metrics = trainer.train_step(batch(args.seqs, args.tokens, seed=step, turns=args.turns))
+            peak = max(peak, metrics["train/peak_mem_mb"])
+            if step:
+                times.append(metrics["time/train_step_s"])
+        return statistics.median(times), peak
+
+    step_s, peak = timed()
+    result: dict[str, object] = {
         "device": str(trainer.device),
         "mode": f"lora r{args.lora_rank}" if args.lora_rank else "full",
         "batch": f"{args.seqs}x{args.tokens}",
-        "step_s_median": round(statistics.median(times), 2),
+        "step_s_median": round(step_s, 2),
         "peak_mem_mb": round(peak, 1),
     }
+    if args.turns:  # baseline: the head at every position, as before loss positions were kept
+        kept = trainer_module._loss_positions
+        trainer_module._loss_positions = lambda mask: torch.arange(mask.shape[1] - 1, device=mask.device)
+        try:
+            full_s, _ = timed()
+        finally:
+            trainer_module._loss_positions = kept
+        result.update(full_head_step_s_median=round(full_s, 2), speedup=round(full_s / step_s, 2))
     if args.json:
         print(json.dumps(result))
     else:

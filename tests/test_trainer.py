@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from spade.backends import trainer as trainer_module
 from spade.backends.embedded import resolve_model
 from spade.backends.hf import HFPolicy
 from spade.backends.template import TokenStream
 from spade.backends.trainer import TorchTrainer, pack_micro_batches
 from spade.config import ModelConfig, TrainerConfig
+from spade.grpo import token_logprobs
 from spade.types import SamplingParams, TrainSample
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -45,6 +47,24 @@ def test_pack_micro_batches_respects_the_token_budget() -> None:
     lengths = [10, 30, 5, 12, 50]
     for group in groups[1:]:
         assert len(group) * max(lengths[i] for i in group) <= 40
+
+
+def test_log_probs_at_the_loss_positions_only_equal_the_full_heads(tiny_dir: Path) -> None:
+    """The head is applied only where some row has a loss token; there the values are the full pass's."""
+    trainer = _trainer(tiny_dir)
+    ids = torch.tensor([[100 + (7 * i) % 50 for i in range(12)], [120 + (5 * i) % 40 for i in range(12)]])
+    attention = torch.ones_like(ids)
+    mask = torch.zeros(2, 12)
+    mask[0, 5:7] = 1.0
+    mask[1, 9:11] = 1.0
+    keep = trainer_module._loss_positions(mask)
+    assert keep.tolist() == [4, 5, 8, 9]
+    with torch.no_grad():
+        full = token_logprobs(trainer.model(input_ids=ids).logits[:, :-1], ids[:, 1:])
+        kept = trainer_module._logprobs_at(trainer.model, ids, attention, keep)
+    assert torch.allclose(kept[:, keep], full[:, keep], atol=1e-5)
+    assert kept[:, [0, 1, 2, 3, 6, 7, 10]].abs().max() == 0.0
+    assert trainer_module._loss_positions(torch.zeros(2, 12)).tolist() == [0]  # no loss: one position
 
 
 def test_lora_step_changes_adapters_and_leaves_the_base_frozen(tiny_dir: Path) -> None:

@@ -293,10 +293,9 @@ class TorchTrainer:
         tis_on = torch.tensor(
             [1.0 if (s.staleness > 0 or self.cfg.tis_fresh) else 0.0 for s in batch], device=self.device
         )
-        logits = self.model(input_ids=ids, attention_mask=attention).logits
-        new = token_logprobs(logits[:, :-1], ids[:, 1:])
-        del logits
-        ref = self._reference_logprobs(ids, attention) if self.cfg.kl_coef > 0.0 else None
+        keep = _loss_positions(mask)
+        new = _logprobs_at(self.model, ids, attention, keep)
+        ref = self._reference_logprobs(ids, attention, keep) if self.cfg.kl_coef > 0.0 else None
         part = grpo_loss_parts(
             new,
             new.detach(),
@@ -316,14 +315,14 @@ class TorchTrainer:
             loss.backward()  # type: ignore[no-untyped-call]
         return dataclasses.replace(part, loss_sum=part.loss_sum.detach())
 
-    def _reference_logprobs(self, ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+    def _reference_logprobs(
+        self, ids: torch.Tensor, attention: torch.Tensor, keep: torch.Tensor
+    ) -> torch.Tensor:
         with torch.no_grad():
             if self.lora:
                 with self._unwrapped().disable_adapter():
-                    logits = self.model(input_ids=ids, attention_mask=attention).logits
-            else:
-                logits = self.reference(input_ids=ids, attention_mask=attention).logits
-            return token_logprobs(logits[:, :-1], ids[:, 1:])
+                    return _logprobs_at(self.model, ids, attention, keep)
+            return _logprobs_at(self.reference, ids, attention, keep)
 
     def _clip_and_step(self) -> float:
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -402,6 +401,24 @@ def _make_accelerator(*, cpu: bool) -> Any:
 
 def _loss_tokens(sample: TrainSample) -> int:
     return sum(sample.mask_T[1:])  # the first token is never predicted
+
+
+def _loss_positions(mask_BT: torch.Tensor) -> torch.Tensor:
+    """Positions ``t`` whose next token carries the loss in some row: the only logits the loss needs."""
+    keep = mask_BT[:, 1:].any(dim=0).nonzero().squeeze(-1)
+    return keep if keep.numel() else torch.zeros(1, dtype=torch.long, device=mask_BT.device)
+
+
+def _logprobs_at(model: Any, ids: torch.Tensor, attention: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities of ``ids[:, 1:]`` (``B×(T-1)``), computed at positions ``keep`` only, 0 elsewhere.
+
+    The vocabulary head is a large share of a small model's pass and its ``B×T×V`` logits dominate the
+    memory of a step; prompts and observations carry no loss, so their logits are never formed.
+    """
+    logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=keep).logits
+    picked = token_logprobs(logits, ids[:, 1:].index_select(1, keep))
+    out = torch.zeros(ids.shape[0], ids.shape[1] - 1, dtype=picked.dtype, device=picked.device)
+    return out.index_copy(1, keep, picked)
 
 
 def _pad(batch: Sequence[TrainSample], device: torch.device) -> tuple[torch.Tensor, ...]:
