@@ -145,9 +145,17 @@ def test_a_run_warms_up_once_and_reports_it_in_step_zero(tmp_path: Path) -> None
     assert any(
         line.startswith("sft: imitated 4 scripted episodes of combination_lock, seating") for line in lines
     )
+    assert rows[0]["sft/cached"] == 0.0
     lines.clear()
     train(cfg, resume=True, steps=3, progress=lines.append)  # a resumed run does not warm up again
     assert not any(line.startswith("sft:") for line in lines)
+    other = train(dataclasses.replace(cfg, name="sft-b"), progress=lines.append)  # same warm start: reused
+    assert any(line.startswith("sft: reusing the warm start") for line in lines)
+    row = json.loads((other.root / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["sft/cached"] == 1.0
+    assert row["sft/loss_last"] == rows[0]["sft/loss_last"]
+    train(dataclasses.replace(cfg, name="sft-c", seed=1), progress=lines.append)  # another seed: its own
+    assert len(list((tmp_path / ".sft-cache").iterdir())) == 2
 
 
 @pytest.mark.slow

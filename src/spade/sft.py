@@ -12,19 +12,27 @@ replies closed by the end-of-turn token) and trained with the policy-gradient lo
 reply tokens only: on the trainer's single on-policy pass that is the gradient of the replies'
 log-likelihood, i.e. supervised fine-tuning. Scripts that do not win within ``play.max_turns`` are skipped
 and counted.
+
+A warm start depends only on the model, the ``sft``, ``play`` and ``trainer`` settings, the skills and the
+seed, so its result is kept under ``<runs_dir>/.sft-cache/<key>`` and reused by any run that would repeat
+it (the modes of an experiment that share a seed, a run started over).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
+import shutil
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from spade import envs
 from spade.agent import GAME_SYSTEM
 from spade.backends.template import TokenStream, TurnTemplate
-from spade.config import TrainConfig
+from spade.config import TrainConfig, to_dict
 from spade.demos import Demo, demo_seed, record_demo
 from spade.errors import SpadeError
 from spade.rollout import reset_options
@@ -123,6 +131,44 @@ async def warm_start(
         "sft/loss_last": losses[-1],
         "time/sft_s": time.perf_counter() - t0,
     }
+
+
+def cache_key(cfg: TrainConfig) -> str:
+    """What a warm start's result depends on, hashed."""
+    inputs = {
+        "model": cfg.model.model,
+        "dtype": cfg.model.dtype,
+        "sft": to_dict(cfg.sft),
+        "play": to_dict(cfg.play),
+        "trainer": to_dict(cfg.trainer),
+        "skills": list(cfg.designer.skills),
+        "seed": cfg.seed,
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+async def cached_warm_start(
+    cfg: TrainConfig, runner: EnvRunner, template: Any, trainer: Trainer, progress: Progress
+) -> dict[str, Any]:
+    """:func:`warm_start`, or the trainer state and metrics of the same warm start done before."""
+    folder = cfg.runs_dir / ".sft-cache" / cache_key(cfg)
+    if (folder / "metrics.json").is_file():
+        trainer.load(folder / "trainer")
+        progress(f"sft: reusing the warm start in {folder} (same model, settings and seed)")
+        return {**json.loads((folder / "metrics.json").read_text()), "sft/cached": 1.0}
+    metrics = await warm_start(cfg, runner, template, trainer, progress)
+    _store(folder, trainer, metrics)
+    return {**metrics, "sft/cached": 0.0}
+
+
+def _store(folder: Path, trainer: Trainer, metrics: dict[str, Any]) -> None:
+    """Write the cache entry whole or not at all (a temporary folder renamed into place)."""
+    tmp = folder.with_name(f"{folder.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    trainer.save(tmp / "trainer")
+    (tmp / "metrics.json").write_text(json.dumps(metrics))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
 
 
 def describe(metrics: dict[str, Any], games: Sequence[str]) -> str:

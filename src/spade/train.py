@@ -165,7 +165,7 @@ async def _warm_start(
     if state.step > 0 or cfg.sft.episodes == 0:
         return {}
     progress(f"sft: warm start on {cfg.sft.episodes} scripted episodes of {', '.join(sft.env_names(cfg))}")
-    metrics = await sft.warm_start(cfg, c.runner, c.policy.template, c.trainer, progress)
+    metrics = await sft.cached_warm_start(cfg, c.runner, c.policy.template, c.trainer, progress)
     c.policy.load_weights(c.trainer.export_weights(run.root / "policy"))
     progress(sft.describe(metrics, sft.env_names(cfg)))
     return metrics
