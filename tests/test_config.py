@@ -103,7 +103,8 @@ def test_cpu_tiny_is_small_and_leans_on_edit_mode() -> None:
     assert CPU_TINY.designer.edit_fraction >= 0.5
     assert CPU_TINY.trainer.lora_rank > 0
     assert CPU_TINY.play.action_mode == "lenient"
-    assert CPU_TINY.play.demos >= 1  # the 135M model imitates a solved episode (SPEC §7)
+    # the 135M model imitates solved episodes (SPEC §7): in its prompt, or in a warm start before RL
+    assert CPU_TINY.play.demos >= 1 or CPU_TINY.sft.episodes > 0
     assert CPU_TINY.designer.edit_format == "lines"
     assert CPU_TINY.designer.max_tokens <= 64  # a line edit, not a file
 

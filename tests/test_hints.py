@@ -77,6 +77,13 @@ def test_clean_hint_rejects_unusable_text(text: str, reason: str) -> None:
     assert hints.clean_hint(text) == (None, reason)
 
 
+def test_clean_hint_drops_quoted_code_and_keeps_the_advice() -> None:
+    text = (
+        "```python\nLEVELS = ((3, 12, 12),)\n```\nGuess the middle of the range each turn.\n```python\nx = 1"
+    )
+    assert hints.clean_hint(text) == ("Guess the middle of the range each turn.", "ok")
+
+
 def test_clean_hint_caps_length_at_a_sentence_or_word_boundary() -> None:
     text = "First sentence here. Second sentence is longer than the rest. Third one."
     hint, reason = hints.clean_hint(text, max_chars=50)

@@ -32,6 +32,10 @@ or word boundary) keep it; every other reason rejects it."""
 
 _SPECIAL_TOKEN_RE = re.compile(r"<\|[^|<>\s]{1,40}\|>|</?s>")
 _HINT_PREFIX_RE = re.compile(r"^\W*hint\W*:\W*", re.IGNORECASE)
+_CODE_BLOCK_RE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+"""A fenced code block; an unclosed one runs to the end of the text."""
+MIN_PROSE_WORDS = 4
+"""Words of prose a hint must keep once its code blocks are dropped."""
 _JSON_BLOCK_RE = re.compile(r"```json\s*(.*?)```", re.DOTALL)
 _ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 
@@ -140,8 +144,10 @@ def clean_hint(
     """
     body = _SPECIAL_TOKEN_RE.sub("", strip_reasoning(text)).strip()
     body = _json_hint(body)
-    if "```" in body:
-        return None, "contains_code"
+    if "```" in body:  # a small model often quotes code around its advice: keep the advice, if any
+        body = _CODE_BLOCK_RE.sub(" ", body)
+        if len(body.split()) < MIN_PROSE_WORDS:
+            return None, "contains_code"
     body = " ".join(_HINT_PREFIX_RE.sub("", body).split())
     if not body:
         return None, "empty"
