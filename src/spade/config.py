@@ -748,7 +748,7 @@ CPU_TINY = TrainConfig(
         action_mode="lenient",
         max_turns=12,  # combination_lock's easiest level: 3 dials of 1..12, 12 turns (binary search's worst)
         context_tokens=1536,
-        turn_tokens=24,
+        turn_tokens=12,  # a move is `\boxed{N}` and the end of the turn (~7 tokens): no long stragglers
         on_length="act",
         temperature=0.7,
         format_reward=0.1,
@@ -776,9 +776,9 @@ CPU_TINY = TrainConfig(
     reward=RewardConfig(variant="regret"),
     trainer=TrainerConfig(lr=1e-4, lora_rank=8, lora_alpha=16, micro_batch_tokens=512),
     memory=MemoryConfig(capacity=50),
-    # Imitating 16 binary-search games (2 passes, ~2 min) takes the lock's win rate from ~0 to well above 0
+    # Imitating 16 binary-search games (3 passes, ~3 min) takes the lock's win rate from ~0 to well above 0
     # but not to 1: RL then has groups with and without wins, and the designer harder variants to find.
-    sft=SFTConfig(episodes=16, envs=("combination_lock",), epochs=2, batch=8, lr=2e-3),
+    sft=SFTConfig(episodes=16, envs=("combination_lock",), epochs=3, batch=8, lr=2e-3),
 )
 """Embedded SmolLM2-135M on 2 CPU cores: a complete run in well under 30 minutes."""
 

@@ -23,6 +23,12 @@ def thirds(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[d
     return list(rows[:k]), list(rows[-k:])
 
 
+def _seed_wins(first: Sequence[dict[str, Any]], last: Sequence[dict[str, Any]]) -> str:
+    """The win rate on the seed games (the same games at every step), when both thirds played them."""
+    a, b = _mean(first, "agent/win_rate_seeds"), _mean(last, "agent/win_rate_seeds")
+    return "" if a is None or b is None else f"; on the seed games {_fmt(a)} -> {_fmt(b)}"
+
+
 def run_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Lines saying how validity, wins, regret, designer learning signal, speed and memory went."""
     if not rows:
@@ -40,7 +46,8 @@ def run_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
         f"mean regret {_fmt(_mean(credited, 'designer/regret_mean'), '+.3f')}",
         f"  agent: win rate {_fmt(_mean(first, 'agent/win_rate'))} in the first third -> "
         f"{_fmt(_mean(last, 'agent/win_rate'))} in the last third; with hint "
-        f"{_fmt(_mean(rows, 'agent/win_rate_hint'))} vs without {_fmt(_mean(rows, 'agent/win_rate'))}",
+        f"{_fmt(_mean(rows, 'agent/win_rate_hint'))} vs without {_fmt(_mean(rows, 'agent/win_rate'))}"
+        + _seed_wins(first, last),
         f"  return {_fmt(_mean(first, 'agent/return_mean'))} -> {_fmt(_mean(last, 'agent/return_mean'))}; "
         f"sampling {_fmt(_mean(rows, 'speed/sampled_tokens_per_s'), '.0f')} tok/s; peak memory "
         f"{_fmt(max((float(r.get('resources/peak_rss_gb', 0.0)) for r in rows), default=None), '.2f')} GB",

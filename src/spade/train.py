@@ -408,6 +408,9 @@ def _score_agent(
         "agent/sampled_tokens": float(sum(sum(t.mask_T) for t in trajectories)),
         **status_counts(plain, "agent"),
     }
+    seeds = [t.success for t in plain if t.env_id.startswith("seed:")]
+    if seeds:  # the seed games are the same at every step: wins there are comparable across regenerations
+        metrics["agent/win_rate_seeds"] = _mean(seeds)
     if hinted:  # only regeneration steps play the hinted arm
         metrics["agent/win_rate_hint"] = _mean([t.success for t in hinted])
         errors = [s.regret.se for s in per_env.values() if s.regret is not None and s.regret.se is not None]
