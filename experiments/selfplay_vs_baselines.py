@@ -190,7 +190,7 @@ def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None,
     trained = set(cfg.designer.skills)
     library = envs.names(cfg.designer.setting)
     held = list(names) if names is not None else [n for n in library if envs.spec(n).skill not in trained]
-    rest = [n for n in library if n not in held]
+    rest = [n for n in library if n not in held and envs.spec(n).skill in trained]
     played = (
         "each environment's default level" if cfg.play.difficulty is None else f"level {cfg.play.difficulty}"
     )

@@ -283,6 +283,10 @@ class RolloutConfig:
     """Hinted plays per new environment; the paired no-hint arm reuses their seeds."""
     max_concurrent_plays: int = 128
     """Plays run at once (also capped by sandbox.max_live_instances)."""
+    batch_gather_s: float = 0.0
+    """Longest wait, while requests keep arriving, before an idle engine takes the queued requests: plays
+    that are still stepping their environments then join the same batch instead of the next one (0: send
+    what is queued at once)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -557,6 +561,7 @@ def validate(cfg: TrainConfig) -> None:
     _require(cfg.steps >= 1, f"steps must be >= 1 (got {cfg.steps})")
     _require(cfg.sampled_token_budget >= 0, "sampled_token_budget must be >= 0 (0: no budget)")
     _require(cfg.play.demos >= 0, f"play.demos must be >= 0 (got {cfg.play.demos})")
+    _require(cfg.rollout.batch_gather_s >= 0.0, "rollout.batch_gather_s must be >= 0")
     _require(cfg.sft.episodes >= 0, f"sft.episodes must be >= 0 (got {cfg.sft.episodes})")
     _require(cfg.sft.epochs >= 1 and cfg.sft.batch >= 1, "sft.epochs and sft.batch must be >= 1")
     _require(cfg.sft.lr >= 0.0, f"sft.lr must be >= 0 (0: trainer.lr; got {cfg.sft.lr})")
@@ -772,7 +777,7 @@ CPU_TINY = TrainConfig(
         temperature=0.7,
         hint_max_tokens=48,
     ),
-    rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4, max_concurrent_plays=48),
+    rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4, max_concurrent_plays=48, batch_gather_s=0.1),
     reward=RewardConfig(variant="regret"),
     trainer=TrainerConfig(lr=1e-4, lora_rank=8, lora_alpha=16, micro_batch_tokens=512),
     memory=MemoryConfig(capacity=50),

@@ -146,6 +146,7 @@ def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
     policy = BatchingPolicy(
         make_policy(cfg.model, seed=derive_seed(cfg.seed, "policy")),
         max_batch=cfg.rollout.max_concurrent_plays,
+        gather_s=cfg.rollout.batch_gather_s,
     )
     trainer = make_trainer(cfg)
     sampler = None
