@@ -165,6 +165,29 @@ class FakePolicy:
         raise NotImplementedError
 
 
+def test_a_hint_prefix_starts_the_reply_and_the_continuation_is_the_hint() -> None:
+    from spade.backends.scripted import ByteTemplate  # noqa: PLC0415
+
+    seen: list[list[int]] = []
+
+    class Prefixed(FakePolicy):
+        async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+            seen.extend(list(p) for p in prompts)
+            return await super().sample(prompts, params)
+
+    policy = Prefixed([Completion(" guess the middle of what is left.", (1,), (-0.1,), "stop")])
+    policy.template = ByteTemplate()  # type: ignore[assignment] # a template that encodes text
+    request = HintRequest("env-0", CODE, OBS, "games", ("7",))
+    params = SamplingParams(temperature=0.3, max_tokens=8)
+    out = asyncio.run(hints.write_hints(policy, [request], params, prefix="Hint:"))
+    assert policy.template.decode(seen[0]).endswith("<|assistant|>Hint:")
+    assert out[0].hint == "guess the middle of what is left."
+    plain = Prefixed([Completion("x y z w", (1,), (-0.1,), "stop")])
+    plain.template = ByteTemplate()  # type: ignore[assignment]
+    asyncio.run(hints.write_hints(plain, [request], params))
+    assert not policy.template.decode(seen[1]).endswith("Hint:")
+
+
 def test_write_hints_end_to_end() -> None:
     def req(i: int) -> HintRequest:
         return HintRequest(f"env-{i}", CODE, OBS, "games", ("7",))

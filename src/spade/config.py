@@ -259,6 +259,9 @@ class DesignerConfig:
     observation."""
     hint_max_tokens: int = 512
     """Generation budget of one hint (tokens)."""
+    hint_prefix: str = ""
+    """Text the hint reply starts with, continued by the model (empty: none). A small model shown code
+    answers with more code; after "Hint:" it writes a sentence."""
     difficulty: Difficulty = "medium"
     """Target difficulty stated in the designer prompt (the released recipe always asks for medium)."""
     example_code_chars: int = 3000
@@ -776,6 +779,7 @@ CPU_TINY = TrainConfig(
         worked_example_chars=6000,
         temperature=0.7,
         hint_max_tokens=48,
+        hint_prefix="Hint:",
     ),
     rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4, max_concurrent_plays=48, batch_gather_s=0.1),
     reward=RewardConfig(variant="regret"),

@@ -19,6 +19,7 @@ from typing import Literal, get_args
 
 from spade import prompts
 from spade.actions import last_boxed, strip_reasoning
+from spade.backends.template import TurnTemplate
 from spade.designer import sample_tokens
 from spade.prompts import truncate_code
 from spade.skills import Setting
@@ -213,15 +214,22 @@ async def write_hints(
     max_words: int = 80,
     max_chars: int = 500,
     code_chars: int | None = None,
+    prefix: str = "",
 ) -> list[Hint]:
-    """Ask the policy for one hint per environment in one batch and filter each (see :func:`clean_hint`)."""
+    """Ask the policy for one hint per environment in one batch and filter each (see :func:`clean_hint`).
+
+    With ``prefix``, each reply starts with that text (appended to the prompt after the generation prompt,
+    for templates that can encode text) and the model continues it; the hint is the continuation.
+    """
     messages = [
         build_hint_messages(
             r.code, r.first_observation, r.setting, max_words=max_words, code_chars=code_chars
         )
         for r in requests
     ]
-    prompt_ids = [policy.template.render(m, add_generation_prompt=True) for m in messages]
+    template = policy.template
+    started = template.encode(prefix) if prefix and isinstance(template, TurnTemplate) else []
+    prompt_ids = [template.render(m, add_generation_prompt=True) + started for m in messages]
     completions = await policy.sample(prompt_ids, params) if requests else []
     if len(completions) != len(requests):
         raise RuntimeError(f"policy returned {len(completions)} completions for {len(requests)} prompts")

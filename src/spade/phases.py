@@ -346,7 +346,12 @@ async def _hint(
         temperature=d.hint_temperature, top_p=d.top_p, top_k=d.top_k, max_tokens=d.hint_max_tokens
     )
     hints = await write_hints(
-        c.policy, requests, params, max_words=d.hint_max_words, max_chars=d.hint_max_chars
+        c.policy,
+        requests,
+        params,
+        max_words=d.hint_max_words,
+        max_chars=d.hint_max_chars,
+        prefix=d.hint_prefix,
     )
     written = iter(hints)
     by_env: dict[str, list[str | None]] = {}
