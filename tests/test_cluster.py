@@ -199,7 +199,7 @@ class _KillsAWorker:
 
 
 def _stable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    skip = ("time/", "speed/", "resources/", "cluster/")
+    skip = ("time/", "speed/", "resources/", "cluster/", "engine/", "sft/cached")
     return [{k: v for k, v in r.items() if not k.startswith(skip)} for r in rows]
 
 

@@ -76,7 +76,9 @@ def scripted_config(
 
 
 def _stable(rows: list[dict[str, object]]) -> list[dict[str, object]]:
-    return [{k: v for k, v in r.items() if not k.startswith(("time/", "speed/", "resources/"))} for r in rows]
+    # engine/* counts batches (timing-dependent); sft/cached says whether a resumed run reused the warm start
+    skip = ("time/", "speed/", "resources/", "engine/", "sft/cached")
+    return [{k: v for k, v in r.items() if not k.startswith(skip)} for r in rows]
 
 
 def _memory_dump(run_dir: Path) -> list[tuple[object, ...]]:
