@@ -762,7 +762,9 @@ CPU_TINY = TrainConfig(
     name="cpu-tiny",
     steps=6,
     # vllm without compilation: prefix caching keeps each turn's prompt from being computed again, and the
-    # engine starts in ≈1 min (compiled: ≈4–5 min on a loaded 2-core machine for ≈25% faster decoding).
+    # engine starts in ≈1 min (compiled: ≈3–5 min on a 2-core machine for ≈10% faster decoding). 32-token
+    # KV blocks let the cache reuse all but the last few tokens of a turn's prompt; sampling and training
+    # take turns, so the engine's threads run on both cores.
     model=ModelConfig(
         backend="vllm",
         max_context=2048,
