@@ -11,18 +11,30 @@ from typing import Any
 
 import pytest
 
-from spade import envs, sft
+from spade import designer, envs, sft
 from spade.agent import Episode, play_episode
 from spade.backends.embedded import write_tiny_model
 from spade.backends.scripted import ScriptedTrainer
 from spade.backends.template import HFChatTemplate
 from spade.backends.trainer import TorchTrainer
-from spade.config import CPU_TINY, ConfigError, ModelConfig, SFTConfig, TrainConfig, TrainerConfig, validate
+from spade.checker import check_env
+from spade.config import (
+    CPU_TINY,
+    ConfigError,
+    DesignerConfig,
+    ModelConfig,
+    SFTConfig,
+    TrainConfig,
+    TrainerConfig,
+    validate,
+)
 from spade.demos import Demo, demo_seed
+from spade.edits import apply_line_edits
 from spade.errors import SpadeError
+from spade.prompts import DesignRequest, Exemplar
 from spade.sandbox import Sandbox
 from spade.train import train
-from spade.types import Trajectory
+from spade.types import SamplingParams, Trajectory
 from test_agent import CannedPolicy
 
 LOCK = dataclasses.replace(
@@ -86,6 +98,53 @@ def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies() -> 
     assert sample.role == "agent"
 
 
+def test_designer_examples_are_valid_edits_of_the_skills_seeds_that_differ_from_the_worked_one() -> None:
+    cfg = _cfg(designs=6)
+
+    async def run() -> tuple[list[tuple[list[Any], str]], int]:
+        with Sandbox() as sb:
+            return await sft.design_edits(cfg, sb)
+
+    pairs, refused = asyncio.run(run())
+    assert len(pairs) == 6
+    assert refused == 0  # one-number edits of the lock and seating tables are all playable and solvable
+    chars = cfg.designer.example_code_chars
+    with Sandbox() as sb:
+        for i, (messages, reply) in enumerate(pairs):
+            name = ["combination_lock", "seating"][i % 2]
+            assert f"of the game `{name}`" in messages[-1]["content"]
+            assert reply != messages[2]["content"]  # not a copy of the worked exchange's reply
+            code, why = apply_line_edits(envs.spec(name).source(), reply, chars)
+            assert code is not None, why
+            assert code != envs.spec(name).source()
+            assert check_env(code, sb, cfg.checker, seed=i, win=cfg.play).ok
+    assert len({reply for _, reply in pairs}) >= 4  # different lines and numbers, not one edit repeated
+
+
+def test_a_designer_example_is_token_for_token_the_design_of_the_same_reply() -> None:
+    """The warm start trains the designer on exactly the sequence it samples when it writes that edit."""
+    cfg = _cfg(designs=1)
+
+    async def examples() -> list[tuple[list[Any], str]]:
+        with Sandbox() as sb:
+            return (await sft.design_edits(cfg, sb))[0]
+
+    [(messages, reply)] = asyncio.run(examples())
+    policy = CannedPolicy([reply])
+    spec = envs.spec("combination_lock")
+    request = DesignRequest(
+        spec.skill, "edit", "", difficulty=cfg.designer.difficulty,
+        parent=Exemplar(spec.name, spec.source(), spec.skill, None, None), edit_format="lines",
+    )  # fmt: skip
+    chars = cfg.designer.example_code_chars
+    [design] = asyncio.run(designer.design(policy, [request], SamplingParams(), example_chars=chars))
+    sample = sft.design_sample(policy.template, messages, reply)
+    assert design.code is not None
+    assert sample.tokens_T == design.tokens_T
+    assert sample.mask_T == design.mask_T
+    assert (sample.advantage, sample.role) == (1.0, "designer")
+
+
 def test_warm_start_trains_every_epoch_at_its_own_lr_then_restores_the_trainers() -> None:
     cfg = _cfg(episodes=5, epochs=2, batch=2, lr=0.5)
     trainer = ScriptedTrainer()
@@ -107,6 +166,22 @@ def test_warm_start_trains_every_epoch_at_its_own_lr_then_restores_the_trainers(
     assert [line.split(",")[0] for line in seen] == ["sft: epoch 1/2", "sft: epoch 2/2"]
 
 
+def test_a_designer_only_warm_start_trains_the_designer_role() -> None:
+    cfg = _cfg(episodes=0, designs=3, epochs=1, batch=2)
+    trainer = ScriptedTrainer()
+
+    async def run() -> dict[str, float]:
+        with Sandbox() as sb:
+            return await sft.warm_start(cfg, sb, CannedPolicy([]).template, trainer, lambda _: None)
+
+    metrics = asyncio.run(run())
+    assert (metrics["sft/episodes"], metrics["sft/designs"], metrics["sft/refused_edits"]) == (0, 3, 0)
+    assert trainer.updates == 2
+    assert sft.describe(metrics, ["combination_lock"]).startswith(
+        "sft: imitated 0 scripted episodes of combination_lock and 3 line edits in 2 steps"
+    )
+
+
 def test_scripts_that_do_not_win_in_the_turn_budget_are_counted_and_none_is_an_error() -> None:
     cfg = dataclasses.replace(_cfg(episodes=3), play=dataclasses.replace(LOCK, max_turns=2))
 
@@ -125,6 +200,8 @@ def test_bad_sft_settings_are_config_errors() -> None:
         validate(_cfg(episodes=2, envs=("no_such_game",)))
     with pytest.raises(ConfigError, match=r"sft\.envs"):
         validate(_cfg(episodes=2, envs=("company_directory",)))  # a tool environment: no boxed script
+    with pytest.raises(ConfigError, match=r"designer\.edit_format=lines"):
+        validate(dataclasses.replace(_cfg(designs=2), designer=DesignerConfig(edit_format="patch")))
 
 
 def test_a_run_warms_up_once_and_reports_it_in_step_zero(tmp_path: Path) -> None:

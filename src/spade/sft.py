@@ -1,4 +1,5 @@
-"""Supervised warm start: before RL, the agent imitates the scripted solutions of seed games.
+"""Supervised warm start: before RL, the agent imitates the scripted solutions of seed games, and the
+designer valid line edits of them.
 
 A 135M model rarely wins a multi-turn game by RL alone: without wins every GRPO group is constant and
 there is nothing to learn from. Imitating a few dozen solved episodes first gives it the action format and
@@ -12,6 +13,12 @@ replies closed by the end-of-turn token) and trained with the policy-gradient lo
 reply tokens only: on the trainer's single on-policy pass that is the gradient of the replies'
 log-likelihood, i.e. supervised fine-tuning. Scripts that do not win within ``play.max_turns`` are skipped
 and counted.
+
+Designer examples (``sft.designs``) are the designer's own ``lines`` prompt for a seed game of
+``designer.skills`` (built as :func:`spade.designer.design` builds it, worked exchange included), answered
+with another mechanical one-number edit of the shown lines (:func:`spade.edits.mechanical_edit`) that the
+checker accepts; edits it refuses are skipped and counted. A 135M designer otherwise names lines outside the
+constant table or writes lines that do not parse, and almost no design is valid.
 
 A warm start depends only on the model, the ``sft``, ``play`` and ``trainer`` settings, the skills and the
 seed, so its result is kept under ``<runs_dir>/.sft-cache/<key>`` and reused by any run that would repeat
@@ -32,14 +39,20 @@ from typing import Any
 from spade import envs
 from spade.agent import GAME_SYSTEM
 from spade.backends.template import TokenStream, TurnTemplate
+from spade.checker import acheck_env
 from spade.config import TrainConfig, to_dict
 from spade.demos import Demo, demo_seed, record_demo
+from spade.designer import sample_tokens
+from spade.edits import apply_line_edits, build_line_edit_messages, excerpt_window, mechanical_edit
 from spade.errors import SpadeError
+from spade.prompts import DesignRequest, Exemplar
 from spade.rollout import reset_options
 from spade.sandbox import EnvRunner
 from spade.types import Completion, Message, Trainer, TrainSample
 
 Progress = Callable[[str], None]
+_EDIT_TRIES = 4
+"""Candidate edits drawn per designer example wanted, at most (the checker refuses some)."""
 
 
 def env_names(cfg: TrainConfig) -> list[str]:
@@ -67,6 +80,51 @@ async def scripted_episodes(cfg: TrainConfig, runner: EnvRunner) -> tuple[list[t
         else:
             episodes.append((name, demo))
     return episodes, failed
+
+
+def designer_games(cfg: TrainConfig) -> list[str]:
+    """The seed games whose line edits the designer imitates: those of ``designer.skills``."""
+    skills = set(cfg.designer.skills)
+    return [n for n in envs.names("games") if not skills or envs.spec(n).skill in skills]
+
+
+async def design_edits(cfg: TrainConfig, runner: EnvRunner) -> tuple[list[tuple[list[Message], str]], int]:
+    """``sft.designs`` (designer prompt, valid line edit) pairs, and how many candidate edits were refused."""
+    d = cfg.designer
+    names = designer_games(cfg)
+    rng = random.Random(demo_seed("sft/designs", [cfg.seed], 0))
+    pairs: list[tuple[list[Message], str]] = []
+    refused = 0
+    for k in range(cfg.sft.designs * _EDIT_TRIES):
+        if len(pairs) == cfg.sft.designs:
+            break
+        spec = envs.spec(names[len(pairs) % len(names)])
+        source = spec.source()
+        parent = Exemplar(spec.name, source, spec.skill, None, None)
+        request = DesignRequest(
+            spec.skill, "edit", "", difficulty=d.difficulty, parent=parent, edit_format="lines"
+        )
+        # the loop numbers a regeneration's requests 0, 1, ...: its worked edits are these variants
+        messages = build_line_edit_messages(request, example_chars=d.example_code_chars, variant=len(pairs))
+        edit = mechanical_edit(source, excerpt_window(source, d.example_code_chars), rng.randrange(1 << 16))
+        reply = "" if edit is None else f"{edit[0]}: {edit[1]}"
+        worked_reply = messages[2]["content"]
+        code = None if reply == worked_reply else apply_line_edits(source, reply, d.example_code_chars)[0]
+        seed = demo_seed("sft/check", [cfg.seed], k)
+        if code is None or not (await acheck_env(code, runner, cfg.checker, seed=seed, win=cfg.play)).ok:
+            refused += 1
+            continue
+        pairs.append((messages, reply))
+    return pairs, refused
+
+
+def design_sample(template: TurnTemplate, messages: list[Message], reply: str) -> TrainSample:
+    """A designer prompt and its reply as the designer would have sampled it: the reply carries the loss."""
+    end = [] if template.end_of_turn_id is None else [template.end_of_turn_id]
+    ids = (*template.encode(reply), *end)
+    prompt = template.render(messages, add_generation_prompt=True)
+    tokens, mask, _ = sample_tokens(prompt, Completion(reply, ids, (0.0,) * len(ids), "stop"))
+    return TrainSample(tokens, mask, (0.0,) * len(tokens), advantage=1.0, role="designer")
 
 
 def episode_sample(template: TurnTemplate, demo: Demo) -> TrainSample:
@@ -100,12 +158,19 @@ async def warm_start(
         raise TypeError("the policy's template cannot do multi-turn token accounting (needs render_suffix)")
     t0 = time.perf_counter()
     episodes, failed = await scripted_episodes(cfg, runner)
-    if not episodes:
+    if cfg.sft.episodes and not episodes:
         raise SpadeError(
             f"sft: none of {cfg.sft.episodes} scripted episodes of {', '.join(env_names(cfg))} won within "
             f"play.max_turns={cfg.play.max_turns}; pick other sft.envs or set sft.episodes 0"
         )
+    edits, refused = await design_edits(cfg, runner)
+    if cfg.sft.designs and not edits:
+        raise SpadeError(
+            f"sft: the checker refused every one-number edit of {', '.join(designer_games(cfg))} "
+            f"({refused} tried); set sft.designs 0"
+        )
     samples = [episode_sample(template, demo) for _, demo in episodes]
+    samples += [design_sample(template, messages, reply) for messages, reply in edits]
     set_lr = getattr(trainer, "set_lr", None)
     if cfg.sft.lr > 0.0 and set_lr is None:
         raise SpadeError("sft.lr needs a single-process trainer; leave it 0 to warm up at trainer.lr")
@@ -123,8 +188,10 @@ async def warm_start(
         if previous is not None and set_lr is not None:
             set_lr(previous)
     return {
-        "sft/episodes": float(len(samples)),
+        "sft/episodes": float(len(episodes)),
         "sft/failed_scripts": float(failed),
+        "sft/designs": float(len(edits)),
+        "sft/refused_edits": float(refused),
         "sft/steps": float(len(losses)),
         "sft/tokens": float(sum(sum(s.mask_T) for s in samples)),
         "sft/loss_first": losses[0],
@@ -141,7 +208,8 @@ def cache_key(cfg: TrainConfig) -> str:
         "sft": to_dict(cfg.sft),
         "play": to_dict(cfg.play),
         "trainer": to_dict(cfg.trainer),
-        "skills": list(cfg.designer.skills),
+        "designer": to_dict(cfg.designer),
+        "checker": to_dict(cfg.checker),
         "seed": cfg.seed,
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
@@ -173,8 +241,10 @@ def _store(folder: Path, trainer: Trainer, metrics: dict[str, Any]) -> None:
 
 def describe(metrics: dict[str, Any], games: Sequence[str]) -> str:
     """The progress line after the warm start."""
+    designs = metrics.get("sft/designs", 0.0)
+    edits = f" and {designs:.0f} line edits" if designs else ""
     return (
-        f"sft: imitated {metrics['sft/episodes']:.0f} scripted episodes of {', '.join(games)} in "
+        f"sft: imitated {metrics['sft/episodes']:.0f} scripted episodes of {', '.join(games)}{edits} in "
         f"{metrics['sft/steps']:.0f} steps: reply loss {metrics['sft/loss_first']:.3f} -> "
         f"{metrics['sft/loss_last']:.3f} ({metrics['time/sft_s']:.0f} s)"
     )

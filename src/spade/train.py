@@ -162,9 +162,12 @@ async def _warm_start(
 
     Step 0 has no checkpoint, so a run killed before step 0 ended starts over, warm start included.
     """
-    if state.step > 0 or cfg.sft.episodes == 0:
+    if state.step > 0 or (cfg.sft.episodes == 0 and cfg.sft.designs == 0):
         return {}
-    progress(f"sft: warm start on {cfg.sft.episodes} scripted episodes of {', '.join(sft.env_names(cfg))}")
+    edits = f" and {cfg.sft.designs} line edits" if cfg.sft.designs else ""
+    progress(
+        f"sft: warm start on {cfg.sft.episodes} scripted episodes of {', '.join(sft.env_names(cfg))}{edits}"
+    )
     metrics = await sft.cached_warm_start(cfg, c.runner, c.policy.template, c.trainer, progress)
     c.policy.load_weights(c.trainer.export_weights(run.root / "policy"))
     progress(sft.describe(metrics, sft.env_names(cfg)))
