@@ -28,7 +28,7 @@ from spade.config import (
     TrainerConfig,
     validate,
 )
-from spade.demos import Demo, demo_seed
+from spade.demos import Demo, demo_seed, record_demo
 from spade.edits import apply_line_edits
 from spade.errors import SpadeError
 from spade.prompts import DesignRequest, Exemplar
@@ -98,16 +98,27 @@ def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies() -> 
     assert sample.role == "agent"
 
 
-def test_designer_examples_are_valid_edits_of_the_skills_seeds_that_differ_from_the_worked_one() -> None:
+def test_designer_examples_are_valid_edits_of_the_played_level_that_differ_from_the_worked_one() -> None:
     cfg = _cfg(designs=6)
 
-    async def run() -> tuple[list[tuple[list[Any], str]], int]:
+    async def run() -> tuple[list[tuple[list[Any], str]], int, list[tuple[Demo | None, Demo | None]]]:
         with Sandbox() as sb:
-            return await sft.design_edits(cfg, sb)
+            pairs, refused = await sft.design_edits(cfg, sb)
+            demos = []
+            for i, (_, reply) in enumerate(pairs):
+                parent = envs.spec(["combination_lock", "seating"][i % 2]).source()
+                child = apply_line_edits(parent, reply, cfg.designer.example_code_chars)[0]
+                assert child is not None
+                played = [
+                    await record_demo(sb, code, seed=7, options={"difficulty": 0}, max_actions=12)
+                    for code in (parent, child)
+                ]
+                demos.append((played[0], played[1]))
+            return pairs, refused, demos
 
-    pairs, refused = asyncio.run(run())
+    pairs, refused, demos = asyncio.run(run())
     assert len(pairs) == 6
-    assert refused == 0  # one-number edits of the lock and seating tables are all playable and solvable
+    assert refused > 0  # most one-number edits of the level tables change a level that is not played
     chars = cfg.designer.example_code_chars
     with Sandbox() as sb:
         for i, (messages, reply) in enumerate(pairs):
@@ -116,9 +127,11 @@ def test_designer_examples_are_valid_edits_of_the_skills_seeds_that_differ_from_
             assert reply != messages[2]["content"]  # not a copy of the worked exchange's reply
             code, why = apply_line_edits(envs.spec(name).source(), reply, chars)
             assert code is not None, why
-            assert code != envs.spec(name).source()
             assert check_env(code, sb, cfg.checker, seed=i, win=cfg.play).ok
-    assert len({reply for _, reply in pairs}) >= 4  # different lines and numbers, not one edit repeated
+    for parent_demo, child_demo in demos:  # the game played at difficulty 0 changed, and is still won
+        assert child_demo is not None
+        assert child_demo != parent_demo
+    assert len({reply for _, reply in pairs}) >= 3  # different numbers, not one edit repeated
 
 
 def test_a_designer_example_is_token_for_token_the_design_of_the_same_reply() -> None:
@@ -175,7 +188,8 @@ def test_a_designer_only_warm_start_trains_the_designer_role() -> None:
             return await sft.warm_start(cfg, sb, CannedPolicy([]).template, trainer, lambda _: None)
 
     metrics = asyncio.run(run())
-    assert (metrics["sft/episodes"], metrics["sft/designs"], metrics["sft/refused_edits"]) == (0, 3, 0)
+    assert (metrics["sft/episodes"], metrics["sft/designs"]) == (0, 3)
+    assert metrics["sft/refused_edits"] > 0  # edits of levels that are not played
     assert trainer.updates == 2
     assert sft.describe(metrics, ["combination_lock"]).startswith(
         "sft: imitated 0 scripted episodes of combination_lock and 3 line edits in 2 steps"

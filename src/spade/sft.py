@@ -16,9 +16,10 @@ and counted.
 
 Designer examples (``sft.designs``) are the designer's own ``lines`` prompt for a seed game of
 ``designer.skills`` (built as :func:`spade.designer.design` builds it, worked exchange included), answered
-with another mechanical one-number edit of the shown lines (:func:`spade.edits.mechanical_edit`) that the
-checker accepts; edits it refuses are skipped and counted. A 135M designer otherwise names lines outside the
-constant table or writes lines that do not parse, and almost no design is valid.
+with another mechanical one-number edit of the shown lines (:func:`spade.edits.mechanical_edit`) that changes
+the game played at ``play.difficulty`` and that the checker accepts; other edits are skipped and counted. A
+135M designer otherwise names lines at random: outside the constant table, in a row of a level nobody
+plays, or with text that does not parse.
 
 A warm start depends only on the model, the ``sft``, ``play`` and ``trainer`` settings, the skills and the
 seed, so its result is kept under ``<runs_dir>/.sft-cache/<key>`` and reused by any run that would repeat
@@ -51,8 +52,8 @@ from spade.sandbox import EnvRunner
 from spade.types import Completion, Message, Trainer, TrainSample
 
 Progress = Callable[[str], None]
-_EDIT_TRIES = 4
-"""Candidate edits drawn per designer example wanted, at most (the checker refuses some)."""
+_EDIT_TRIES = 16
+"""Candidate edits drawn per designer example wanted, at most (most change a level that is not played)."""
 
 
 def env_names(cfg: TrainConfig) -> list[str]:
@@ -111,11 +112,26 @@ async def design_edits(cfg: TrainConfig, runner: EnvRunner) -> tuple[list[tuple[
         worked_reply = messages[2]["content"]
         code = None if reply == worked_reply else apply_line_edits(source, reply, d.example_code_chars)[0]
         seed = demo_seed("sft/check", [cfg.seed], k)
-        if code is None or not (await acheck_env(code, runner, cfg.checker, seed=seed, win=cfg.play)).ok:
+        if (
+            code is None
+            or not await _changes_the_played_game(cfg, runner, source, code, seed)
+            or not (await acheck_env(code, runner, cfg.checker, seed=seed, win=cfg.play)).ok
+        ):
             refused += 1
             continue
         pairs.append((messages, reply))
     return pairs, refused
+
+
+async def _changes_the_played_game(
+    cfg: TrainConfig, runner: EnvRunner, parent: str, child: str, seed: int
+) -> bool:
+    """Whether the scripted solution of one instance at ``play.difficulty`` plays out differently (and still
+    wins): an edit of a level the agent does not play leaves the game it plays as it was."""
+    options, turns = reset_options(cfg.play, None), cfg.play.max_turns
+    child_demo = await record_demo(runner, child, seed=seed, options=options, max_actions=turns)
+    parent_demo = await record_demo(runner, parent, seed=seed, options=options, max_actions=turns)
+    return child_demo is not None and child_demo != parent_demo
 
 
 def design_sample(template: TurnTemplate, messages: list[Message], reply: str) -> TrainSample:
