@@ -472,7 +472,7 @@ class SFTConfig:
     designs: int = 0
     """Designer line edits to imitate besides the episodes (needs ``designer.edit_format='lines'``): the
     designer's own prompt for a seed game of ``designer.skills``, answered with a mechanical one-number edit
-    of its shown lines that the checker accepts."""
+    of its shown lines that changes the game at ``play.difficulty`` and that the checker accepts."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,9 @@ the game played at ``play.difficulty`` and that the checker accepts; other edits
 135M designer otherwise names lines at random: outside the constant table, in a row of a level nobody
 plays, or with text that does not parse.
 
-A warm start depends only on the model, the ``sft``, ``play`` and ``trainer`` settings, the skills and the
-seed, so its result is kept under ``<runs_dir>/.sft-cache/<key>`` and reused by any run that would repeat
-it (the modes of an experiment that share a seed, a run started over).
+A warm start depends only on the model, the ``sft``, ``play``, ``trainer``, ``designer`` and ``checker``
+settings and the seed, so its result is kept under ``<runs_dir>/.sft-cache/<key>`` and reused by any run
+that would repeat it (the modes of an experiment that share a seed, a run started over).
 """
 
 from __future__ import annotations
@@ -182,8 +182,8 @@ async def warm_start(
     edits, refused = await design_edits(cfg, runner)
     if cfg.sft.designs and not edits:
         raise SpadeError(
-            f"sft: the checker refused every one-number edit of {', '.join(designer_games(cfg))} "
-            f"({refused} tried); set sft.designs 0"
+            f"sft: no one-number edit of {', '.join(designer_games(cfg))} changed the game at "
+            f"play.difficulty={cfg.play.difficulty} and passed the checker ({refused} tried); set sft.designs 0"
         )
     samples = [episode_sample(template, demo) for _, demo in episodes]
     samples += [design_sample(template, messages, reply) for messages, reply in edits]
