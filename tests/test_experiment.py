@@ -21,7 +21,8 @@ from spade.eval_cli import EvalArgs
 from spade.train_cli import parse_config
 
 SCRIPTED = ["--model.backend", "scripted", "--play.turn-tokens", "256", "--play.action-mode", "boxed",
-            "--play.demos", "0", "--designer.max-tokens", "4096", "--designer.edit-format", "file"]  # fmt: skip
+            "--play.demos", "0", "--designer.max-tokens", "4096", "--designer.edit-format", "file",
+            "--sft.designs", "0"]  # fmt: skip
 
 
 def test_experiment_end_to_end_on_the_scripted_backend(
