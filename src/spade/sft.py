@@ -58,10 +58,7 @@ _EDIT_TRIES = 16
 
 def env_names(cfg: TrainConfig) -> list[str]:
     """The seed games the warm start imitates: ``sft.envs``, else the seeds of ``designer.skills``."""
-    if cfg.sft.envs:
-        return list(cfg.sft.envs)
-    skills = set(cfg.designer.skills)
-    return [n for n in envs.names("games") if not skills or envs.spec(n).skill in skills]
+    return list(cfg.sft.envs) if cfg.sft.envs else designer_games(cfg)
 
 
 async def scripted_episodes(cfg: TrainConfig, runner: EnvRunner) -> tuple[list[tuple[str, Demo]], int]:
