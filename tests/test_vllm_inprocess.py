@@ -1,0 +1,77 @@
+"""The vllm engine inside this process (``in_process``): no worker processes, this process's settings kept."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from spade.backends.embedded import resolve_model
+from spade.backends.vllm_engine import _PROCESSES_VAR, VLLMPolicy
+from spade.resources import process_tree
+from spade.types import SamplingParams
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm")]
+
+GREEDY = SamplingParams(max_tokens=8, temperature=0.0)
+
+
+def _engine_processes() -> set[int]:
+    def name(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return ""
+
+    return {p for p in process_tree() if name(p).startswith("VLLM")}
+
+
+def _hf_greedy(model_dir: Path, prompt: list[int], n: int) -> tuple[int, ...]:
+    import torch  # noqa: PLC0415
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False)
+    return tuple(out[0, len(prompt) :].tolist())
+
+
+def test_the_engine_runs_in_this_process_and_leaves_its_settings(tmp_path: Path) -> None:
+    import torch  # noqa: PLC0415
+    import vllm.envs  # noqa: PLC0415
+    from peft import LoraConfig, get_peft_model  # noqa: PLC0415
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415
+
+    base_dir = resolve_model("embedded")
+    before = _engine_processes()
+    threads, set_threads = torch.get_num_threads(), torch.set_num_threads
+    assert _PROCESSES_VAR not in os.environ
+    engine = VLLMPolicy(base_dir, max_context=512, kv_cache_gib=0.25, block_size=32, in_process=True, seed=3)
+    try:
+        assert _engine_processes() == before  # no EngineCore, no Worker
+        assert (torch.get_num_threads(), torch.set_num_threads) == (threads, set_threads)
+        assert _PROCESSES_VAR not in os.environ
+        assert not vllm.envs._is_envs_cache_enabled()
+        p = engine.template.render(
+            [{"role": "user", "content": "Name a colour."}], add_generation_prompt=True
+        )
+
+        def greedy() -> tuple[int, ...]:
+            return asyncio.run(engine.sample([p], GREEDY))[0].token_ids_T
+
+        base = greedy()
+        assert base[:4] == _hf_greedy(base_dir, p, 4)  # the embedded model, sampled in this process
+        torch.manual_seed(0)
+        lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        get_peft_model(AutoModelForCausalLM.from_pretrained(base_dir), lora).save_pretrained(
+            tmp_path / "adapter"
+        )
+        engine.load_weights(tmp_path / "adapter")  # merged (no LoRA kernels) and reloaded in place
+        assert greedy() != base
+        engine.load_weights(base_dir)
+        assert greedy() == base
+    finally:
+        engine.close()
+    assert not torch.distributed.is_initialized()  # the worker's process group is gone with the engine
