@@ -353,7 +353,7 @@ def adapters(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
     from peft import LoraConfig, get_peft_model  # noqa: PLC0415
     from transformers import AutoModelForCausalLM  # noqa: PLC0415
 
-    from spade.backends.vllm_engine import merge_adapter  # noqa: PLC0415
+    from spade.backends.merge import merge_adapter  # noqa: PLC0415
 
     root = tmp_path_factory.mktemp("adapters")
     base_dir = resolve_model("embedded")

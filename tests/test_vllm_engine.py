@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from spade.backends.embedded import resolve_model
-from spade.backends.vllm_engine import VLLMPolicy, merge_adapter
+from spade.backends.merge import merge_adapter
+from spade.backends.vllm_engine import VLLMPolicy
 from spade.types import SamplingParams
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm")]
