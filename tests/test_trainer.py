@@ -170,6 +170,31 @@ def test_gradient_comparison_catches_a_wrong_accumulation(tiny_dir: Path) -> Non
         _assert_same_gradients(right, wrong)
 
 
+def _layer_passes(trainer: TorchTrainer) -> list[int]:
+    """Counts the forward passes of every decoder layer (hooks stay on the trainer's model)."""
+    calls = [0]
+
+    def count(*_: object) -> None:
+        calls[0] += 1
+
+    for layer in trainer.model.get_base_model().model.layers:
+        layer.register_forward_pre_hook(count)  # the recompute stops before the layer returns
+    return calls
+
+
+def test_gradient_checkpointing_recomputes_layers_and_keeps_the_update(tiny_dir: Path) -> None:
+    plain = _trainer(tiny_dir)
+    checkpointed = _trainer(tiny_dir, gradient_checkpointing=True, compact_heap=True)
+    plain_calls, checkpointed_calls = _layer_passes(plain), _layer_passes(checkpointed)
+    before = _params(plain)
+    g1 = _step_recording_grads(plain, _samples())
+    g2 = _step_recording_grads(checkpointed, _samples())
+    assert checkpointed_calls[0] == 2 * plain_calls[0] > 0  # each layer ran again in the backward pass
+    _assert_same_gradients(g1, g2)
+    _assert_same_update_where_the_gradient_is_clear(before, (_params(plain), _params(checkpointed)), g1)
+    assert not any(m.training for m in checkpointed.model.modules() if isinstance(m, torch.nn.Dropout))
+
+
 def test_accelerate_path_matches_the_plain_path(tiny_dir: Path) -> None:
     cfg = TrainerConfig(lr=1e-2, lora_rank=4, lora_alpha=8, micro_batch_tokens=20)
     plain = TorchTrainer(cfg, ModelConfig(model=str(tiny_dir), device="cpu"), seed=0)

@@ -11,6 +11,10 @@ a step is a single optimiser step, the "old" policy of the PPO ratio is the trai
 ``min(exp(old - sample), cap)`` corrects stale samples (``TrainSample.staleness > 0``; every sample with
 ``tis_fresh``).
 
+Gradient checkpointing (``gradient_checkpointing``) recomputes each decoder layer in the backward pass.
+transformers only checkpoints layers in training mode, so the decoder layers alone are flagged as training:
+their dropout-bearing submodules stay in eval mode, and the recomputed pass is the forward pass.
+
 Reference model for the KL penalty: only built when ``kl_coef > 0``; with LoRA it is the same base with the
 adapters disabled (no copy), in full fine-tuning a frozen copy of the initial weights.
 
@@ -52,6 +56,7 @@ from spade.backends.hf import DTYPES, pick_device
 from spade.config import ModelConfig, TrainConfig, TrainerConfig
 from spade.distributed import full_state, load_full_state
 from spade.grpo import ClipConfig, LossParts, grpo_loss_parts, token_logprobs
+from spade.resources import compact_heap, release_free_memory
 from spade.types import TrainSample
 
 STATE_FILE = "trainer_state.pt"
@@ -114,6 +119,8 @@ class TorchTrainer:
             self.model, self.optimizer = self.accelerator.prepare(self.model, self.optimizer)
         # Dropout stays off (eval mode) while training too, so the trainer's log-probs are the sampler's.
         self.model.eval()
+        if cfg.gradient_checkpointing:
+            _checkpoint_layers(self._unwrapped())
         self.step = 0
 
     @classmethod
@@ -170,12 +177,13 @@ class TorchTrainer:
         ]
         parts: list[LossParts] = []
         role_loss: dict[str, float] = {}
-        for k, (role, batch) in enumerate(batches):
-            with self._no_sync(last=k == len(batches) - 1):
-                part = self._micro_step(batch, scale=world / tokens)
-            parts.append(part)
-            role_loss[role] = role_loss.get(role, 0.0) + float(part.loss_sum)
-        grad_norm = self._clip_and_step()
+        with compact_heap() if self.cfg.compact_heap else contextlib.nullcontext():
+            for k, (role, batch) in enumerate(batches):
+                with self._no_sync(last=k == len(batches) - 1):
+                    part = self._micro_step(batch, scale=world / tokens)
+                parts.append(part)
+                role_loss[role] = role_loss.get(role, 0.0) + float(part.loss_sum)
+            grad_norm = self._clip_and_step()
         self.step += 1
         metrics = _summarise(parts, tokens)
         for role, loss_sum in role_loss.items():
@@ -190,6 +198,7 @@ class TorchTrainer:
                 "time/train_step_s": time.perf_counter() - start,
             }
         )
+        release_free_memory()  # the activations' heap pages, before sampling takes its turn
         return metrics
 
     def set_lr(self, lr: float) -> float:
@@ -399,6 +408,16 @@ def _make_accelerator(*, cpu: bool) -> Any:
     return Accelerator(cpu=cpu, kwargs_handlers=[timeout])
 
 
+def _checkpoint_layers(model: Any) -> None:
+    """Recompute every decoder layer in the backward pass (see the module docstring)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer  # noqa: PLC0415
+
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    for module in model.modules():
+        if isinstance(module, GradientCheckpointingLayer):
+            module.training = True  # the layer's own flag only: what gates checkpointing, not dropout
+
+
 def _loss_tokens(sample: TrainSample) -> int:
     return sum(sample.mask_T[1:])  # the first token is never predicted
 
@@ -415,7 +434,7 @@ def _logprobs_at(model: Any, ids: torch.Tensor, attention: torch.Tensor, keep: t
     The vocabulary head is a large share of a small model's pass and its ``B×T×V`` logits dominate the
     memory of a step; prompts and observations carry no loss, so their logits are never formed.
     """
-    logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=keep).logits
+    logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=keep, use_cache=False).logits
     picked = token_logprobs(logits, ids[:, 1:].index_select(1, keep))
     out = torch.zeros(ids.shape[0], ids.shape[1] - 1, dtype=picked.dtype, device=picked.device)
     return out.index_copy(1, keep, picked)
