@@ -96,7 +96,8 @@ class VLLMConfig:
     in_process: bool = False
     """Run the engine and its worker inside the training process instead of two worker processes: one copy
     of the Python/torch runtimes fewer (≈0.9 GB on CPU with the embedded model) and a faster start; for one
-    process that samples and trains in turns (the default keeps the engine apart, as on GPUs)."""
+    process that samples and trains in turns (the default keeps the engine apart, as on GPUs). An engine
+    that crashes outright then ends the run, which ``--resume`` continues."""
 
 
 @dataclass(frozen=True, slots=True)
