@@ -787,13 +787,14 @@ CPU_TINY = TrainConfig(
     # engine starts in well under a minute (compiled: ≈3–5 min on a 2-core machine for ≈10% faster
     # decoding). 32-token KV blocks let the cache reuse all but the last few tokens of a turn's prompt.
     # Sampling and training take turns, so the engine runs inside the training process, on its threads:
-    # one copy of the runtimes fewer. The KV cache's pages are taken as tokens fill it: 0.75 GiB (17k tokens)
-    # samples the 32 plays of a phase twice as fast as 0.375 GiB and costs ≈0.15 GB more at peak.
+    # one copy of the runtimes fewer (cpu_bind applies with --model.vllm.no-in-process). The KV cache's
+    # pages are taken as tokens fill it: 0.75 GiB (17k tokens) samples the 32 plays of a phase twice as
+    # fast as 0.375 GiB and costs 0.15–0.5 GB more at peak.
     model=ModelConfig(
         backend="vllm",
         max_context=2048,
         max_concurrency=48,
-        vllm=VLLMConfig(kv_cache_gib=0.75, compile=False, block_size=32, in_process=True),
+        vllm=VLLMConfig(kv_cache_gib=0.75, compile=False, block_size=32, cpu_bind="all", in_process=True),
     ),
     play=PlayConfig(
         action_mode="lenient",
