@@ -77,3 +77,15 @@ def test_an_adapter_for_another_model_is_refused(tiny_dir: Path, tmp_path: Path)
     save_file(renamed, adapter / "adapter_model.safetensors")
     with pytest.raises(ValueError, match="match no base weight"):
         merge_adapter(tiny_dir, adapter, tmp_path / "merged")
+
+
+def test_a_truncated_base_file_is_refused(tiny_dir: Path, tmp_path: Path) -> None:
+    import shutil  # noqa: PLC0415
+
+    adapter = _adapter(tiny_dir, tmp_path / "adapter")
+    base = tmp_path / "base"
+    shutil.copytree(tiny_dir, base)
+    weights = next(base.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:-64])
+    with pytest.raises(ValueError, match="cut short"):
+        merge_adapter(base, adapter, tmp_path / "merged")

@@ -113,8 +113,8 @@ class ModelConfig:
     """The policy model and the engine that samples from it; engine options live in the backend's section."""
 
     backend: str = "hf"
-    """Sampling engine, one of spade.backends.BACKENDS: hf (transformers), vllm (in-process engine), openai
-    (OpenAI-compatible servers, see model.openai), scripted (the test double)."""
+    """Sampling engine, one of spade.backends.BACKENDS: hf (transformers), vllm (a vLLM engine this process
+    drives), openai (OpenAI-compatible servers, see model.openai), scripted (the test double)."""
     model: str = "embedded"
     """'embedded' (SmolLM2-135M-Instruct shipped in a package), a local model folder, or a .gguf file."""
     device: str = "auto"

@@ -112,10 +112,11 @@ def _read_tensors(model_dir: Path) -> Iterator[tuple[str, torch.Tensor]]:
             for name, meta in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
                 begin, end = meta["data_offsets"]
                 tensor = torch.empty(meta["shape"], dtype=_DTYPES[meta["dtype"]])
-                f.seek(8 + size + begin)
-                f.readinto(tensor.view(-1).view(torch.uint8).numpy())
                 if end - begin != tensor.numel() * tensor.element_size():
                     raise ValueError(f"{file}: {name} holds {end - begin} bytes, not {meta['shape']}")
+                f.seek(8 + size + begin)
+                if f.readinto(tensor.view(-1).view(torch.uint8).numpy()) != end - begin:
+                    raise ValueError(f"{file}: {name} is cut short (a truncated file)")
                 yield name, tensor
 
 
