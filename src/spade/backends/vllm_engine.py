@@ -291,15 +291,22 @@ def _cpu_binding(cpu_bind: str) -> Iterator[None]:
         return
     cores = os.sched_getaffinity(0)
     value = ",".join(str(c) for c in sorted(cores)) if cpu_bind == "all" else cpu_bind
-    saved = os.environ.get(_BIND_VAR)
-    os.environ[_BIND_VAR] = value
+    with _env_set(_BIND_VAR, value):
+        yield
+
+
+@contextlib.contextmanager
+def _env_set(name: str, value: str) -> Iterator[None]:
+    """``os.environ[name] = value`` inside the block; the previous value (or its absence) afterwards."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if saved is None:
-            del os.environ[_BIND_VAR]
+            del os.environ[name]
         else:
-            os.environ[_BIND_VAR] = saved
+            os.environ[name] = saved
 
 
 @contextlib.contextmanager
@@ -316,15 +323,10 @@ def _in_process() -> Iterator[None]:
     import vllm.envs  # noqa: PLC0415
 
     threads, set_threads = torch.get_num_threads(), torch.set_num_threads
-    saved = os.environ.get(_PROCESSES_VAR)
-    os.environ[_PROCESSES_VAR] = "0"
     try:
-        yield
+        with _env_set(_PROCESSES_VAR, "0"):
+            yield
     finally:
-        if saved is None:
-            del os.environ[_PROCESSES_VAR]
-        else:
-            os.environ[_PROCESSES_VAR] = saved
         vllm.envs.disable_envs_cache()
         gc.unfreeze()
         torch.set_num_threads = set_threads  # the worker replaces it with a no-op that only warns
