@@ -10,7 +10,7 @@ import pytest
 
 from spade.backends.embedded import resolve_model
 from spade.backends.vllm_engine import _PROCESSES_VAR, VLLMPolicy
-from spade.resources import process_tree
+from spade.resources import _status_kib, process_tree
 from spade.types import SamplingParams
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm")]
@@ -71,6 +71,15 @@ def test_the_engine_runs_in_this_process_and_leaves_its_settings(tmp_path: Path)
         engine.load_weights(tmp_path / "adapter")  # merged (no LoRA kernels) and reloaded in place
         assert greedy() != base
         engine.load_weights(base_dir)
+        assert greedy() == base
+
+        # release_memory: the KV cache's pages go back to the system and sampling is unchanged after it
+        long = [[*p[:-4], *([1000 + i] * 380), *p[-4:]] for i in range(4)]  # ≈1.6k tokens ≈ 75 MB of KV
+        filled = asyncio.run(engine.sample(long, GREEDY))
+        rss = _status_kib(os.getpid(), "VmRSS")
+        engine.release_memory()
+        assert rss - _status_kib(os.getpid(), "VmRSS") > 35_000  # KiB
+        assert asyncio.run(engine.sample(long, GREEDY)) == filled  # the emptied prefix cache is not reused
         assert greedy() == base
     finally:
         engine.close()

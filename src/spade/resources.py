@@ -13,8 +13,9 @@ import ctypes
 import os
 import resource
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 _PROC = Path("/proc")
 
@@ -86,6 +87,7 @@ def metrics() -> dict[str, float]:
 
 
 _M_MMAP_THRESHOLD = -3
+_MADV_DONTNEED = 4
 _GLIBC_MAX_THRESHOLD = 32 << 20  # where glibc's own adaptive threshold ends up after a few large frees
 
 
@@ -109,6 +111,36 @@ def release_free_memory() -> None:
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def drop_pages(tensors: Iterable[Any]) -> int:
+    """Return the memory pages of each CPU tensor's storage to the system; returns the bytes released.
+
+    The tensors stay valid and read as zeros afterwards; a page is taken again when it is next written. For a
+    buffer whose contents are no longer needed, such as an engine's KV cache once its prefix cache is
+    emptied. Tensors on other devices, and every tensor off Linux/glibc, are left alone (0 bytes).
+    """
+    libc = _libc()
+    if libc is None:
+        return 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    seen: set[int] = set()
+    released = 0
+    for tensor in tensors:
+        if tensor.device.type != "cpu":
+            continue
+        storage = tensor.untyped_storage()
+        begin = storage.data_ptr()
+        if begin in seen:
+            continue
+        seen.add(begin)
+        start = -(-begin // page) * page  # whole pages inside the storage only
+        end = (begin + storage.nbytes()) // page * page
+        if end <= start:
+            continue
+        if libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED) == 0:
+            released += end - start
+    return released
 
 
 @contextlib.contextmanager

@@ -168,6 +168,7 @@ async def _warm_start(
     progress(
         f"sft: warm start on {cfg.sft.episodes} scripted episodes of {', '.join(sft.env_names(cfg))}{edits}"
     )
+    c.policy.release_memory()
     metrics = await sft.cached_warm_start(cfg, c.runner, c.policy.template, c.trainer, progress)
     c.policy.load_weights(c.trainer.export_weights(run.root / "policy"))
     progress(sft.describe(metrics, sft.env_names(cfg)))
@@ -495,6 +496,7 @@ def _score_designer(
 def _update(c: Components, samples: Sequence[TrainSample]) -> dict[str, float]:
     if not samples:
         return {"update/skipped": 1.0}
+    c.policy.release_memory()  # an in-process engine's KV cache: the update does not sit on top of it
     metrics = c.trainer.train_step(samples)
     c.policy.load_weights(c.trainer.export_weights(c.run.root / "policy"))
     return {k if "/" in k else f"update/{k}": float(v) for k, v in metrics.items()}

@@ -51,6 +51,21 @@ def policy_metrics(policy: Policy) -> dict[str, float]:
     return policy.metrics() if isinstance(policy, ReportsMetrics) else {}
 
 
+@runtime_checkable
+class ReleasesMemory(Protocol):
+    """A policy that can give back memory it keeps between calls (an in-process engine's KV cache)."""
+
+    def release_memory(self) -> None:
+        """Return what the next ``sample`` can rebuild; called before an update."""
+        ...
+
+
+def release_memory(policy: Policy) -> None:
+    """Let the policy give back what it keeps between calls, if it keeps anything."""
+    if isinstance(policy, ReleasesMemory):
+        policy.release_memory()
+
+
 def set_threads(threads: int) -> None:
     """Give torch ``threads`` CPU threads in this process (0: leave torch's default); torch is not imported for 0."""
     if threads > 0:

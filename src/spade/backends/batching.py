@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-from spade.backends import policy_metrics
+from spade.backends import policy_metrics, release_memory
 from spade.types import ChatTemplate, Completion, Policy, SamplingParams
 
 _Request = tuple[Sequence[int], SamplingParams, "asyncio.Future[Completion]"]
@@ -81,6 +81,10 @@ class BatchingPolicy:
     def load_weights(self, path: Path) -> None:
         """Forward to the wrapped policy."""
         self.policy.load_weights(path)
+
+    def release_memory(self) -> None:
+        """Forward to the wrapped policy."""
+        release_memory(self.policy)
 
     def metrics(self) -> dict[str, float]:
         """Engine calls and requests so far, and the wrapped policy's own metrics."""

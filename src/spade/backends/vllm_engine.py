@@ -163,6 +163,16 @@ class VLLMPolicy:
                 )
             self.policy_version += 1
 
+    def release_memory(self) -> None:
+        """Empty the prefix cache and return the KV cache's pages to the system (CPU engines).
+
+        For a process that samples and trains in turns: the update then does not sit on top of the cache the
+        last phase filled. The engine takes pages again as it samples.
+        """
+        with self._lock:
+            if self.llm.reset_prefix_cache():  # False while requests run: their KV is still needed
+                self.llm.collective_rpc(_drop_kv_cache)
+
     def close(self) -> None:
         """Stop the engine's worker processes, or its state in this process (the policy is unusable afterwards)."""
         with self._lock:
@@ -277,6 +287,13 @@ class VLLMPolicy:
         if self._lora is not None:
             self.llm.llm_engine.remove_lora(self._lora.lora_int_id)
             self._lora = None
+
+
+def _drop_kv_cache(worker: Any) -> int:
+    """Run by the engine's worker: release the pages of its KV-cache tensors (see ``release_memory``)."""
+    from spade.resources import drop_pages  # noqa: PLC0415
+
+    return drop_pages(t for t in worker.model_runner.kv_caches if hasattr(t, "untyped_storage"))
 
 
 @contextlib.contextmanager
