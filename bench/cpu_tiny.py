@@ -4,7 +4,8 @@ Small probes of the pieces `make train` is made of, on the embedded model, with 
 
 - agent: for each seed game, ``--episodes`` plays at the preset's difficulty with 0 and with 1 worked
   demonstration (``play.demos``), through the loop's own ``run_jobs``; win rate, well-formed-reply rate and
-  sampled tokens/s at the loop's batch (every play of the phase at once);
+  sampled tokens/s at the loop's batch (every play of the phase at once), and the prompt tokens the engine
+  computed (not taken from its prefix cache) per sampled token;
 - designer: ``--designs`` designer replies under the preset's edit format, each run through the checker:
   the share that extract/apply, and the share the checker accepts (``designer/valid_rate`` of the loop);
 - the engine's start time and this process tree's peak memory.
@@ -26,7 +27,7 @@ from collections import Counter
 from typing import Any
 
 from spade import designer, envs
-from spade.backends import make_policy
+from spade.backends import make_policy, policy_metrics
 from spade.backends.batching import BatchingPolicy
 from spade.checker import check_env
 from spade.config import CPU_TINY, TrainConfig
@@ -44,10 +45,13 @@ def _agent(
     seeds = episode_seeds(cfg.seed, 0, name, n)
     jobs = [PlayJob(name, source, s) for s in seeds]
     play = dataclasses.replace(cfg.play, demos=demos)
+    before = policy_metrics(policy)
     t0 = time.perf_counter()
     trajs = asyncio.run(run_jobs(runner, policy, jobs, play, max_concurrent=cfg.rollout.max_concurrent_plays))
     wall = time.perf_counter() - t0
     sampled = sum(sum(t.mask_T) for t in trajs)
+    engine = {k: v - before.get(k, 0.0) for k, v in policy_metrics(policy).items()}
+    computed = engine.get("engine/prompt_tokens", 0.0) - engine.get("engine/prompt_tokens_cached", 0.0)
     turns = sum(len(t.transitions) for t in trajs)
     boxed = sum("\\boxed{" in tr.reply for t in trajs for tr in t.transitions)
     return {
@@ -55,6 +59,7 @@ def _agent(
         "boxed_rate": round(boxed / max(turns, 1), 3),
         "turns_mean": round(turns / n, 2),
         "tok_s": round(sampled / wall, 1),
+        "prompt_tokens_computed_per_sampled": round(computed / max(sampled, 1), 1),
         "statuses": sorted({t.status.value for t in trajs}),
     }
 

@@ -76,10 +76,16 @@ def test_the_engine_runs_in_this_process_and_leaves_its_settings(tmp_path: Path)
         # release_memory: the KV cache's pages go back to the system and sampling is unchanged after it
         long = [[*p[:-4], *([1000 + i] * 380), *p[-4:]] for i in range(4)]  # ≈1.6k tokens ≈ 75 MB of KV
         filled = asyncio.run(engine.sample(long, GREEDY))
+        cached = engine.metrics()["engine/prompt_tokens_cached"]
+        asyncio.run(engine.sample(long, GREEDY))
+        reused = engine.metrics()["engine/prompt_tokens_cached"] - cached
+        assert reused >= sum(len(x) // 32 * 32 for x in long) - 4 * 32  # whole blocks, from the prefix cache
         rss = _status_kib(os.getpid(), "VmRSS")
         engine.release_memory()
         assert rss - _status_kib(os.getpid(), "VmRSS") > 35_000  # KiB
-        assert asyncio.run(engine.sample(long, GREEDY)) == filled  # the emptied prefix cache is not reused
+        cached = engine.metrics()["engine/prompt_tokens_cached"]
+        assert asyncio.run(engine.sample(long, GREEDY)) == filled
+        assert engine.metrics()["engine/prompt_tokens_cached"] == cached  # the emptied cache is not reused
         assert greedy() == base
     finally:
         engine.close()

@@ -116,6 +116,7 @@ class VLLMPolicy:
         self._versions = 0
         self.policy_version = 0
         """Weight loads applied (stamped on every completion)."""
+        self._prompt_tokens = self._cached_tokens = 0
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, *, seed: int = 0) -> VLLMPolicy:
@@ -163,6 +164,13 @@ class VLLMPolicy:
                 )
             self.policy_version += 1
 
+    def metrics(self) -> dict[str, float]:
+        """Prompt tokens sent so far, and how many of them the prefix cache supplied (the rest were computed)."""
+        return {
+            "engine/prompt_tokens": float(self._prompt_tokens),
+            "engine/prompt_tokens_cached": float(self._cached_tokens),
+        }
+
     def release_memory(self) -> None:
         """Empty the prefix cache and return the KV cache's pages to the system (CPU engines).
 
@@ -201,6 +209,8 @@ class VLLMPolicy:
             sampling = [self._engine_params(params, len(prompts[i]), k) for k, i in enumerate(valid)]
             with self._lock, _interruptible(self.llm.llm_engine):
                 results = self.llm.generate(requests, sampling, lora_request=self._lora, use_tqdm=False)
+                self._prompt_tokens += sum(len(r.prompt_token_ids or ()) for r in results)
+                self._cached_tokens += sum(r.num_cached_tokens or 0 for r in results)
             if stopping.requested():
                 raise RuntimeError("stopped")  # aborted requests are missing from results
             for i, result in zip(valid, results, strict=True):
