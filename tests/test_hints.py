@@ -307,3 +307,36 @@ def test_played_hints_per_seed() -> None:
     assert shared.hints_for(3) == ["Eliminate."] * 3
     per_seed = dataclasses.replace(shared, seed_hints=("a", None))
     assert per_seed.hints_for(3) == ["a", None, None]
+
+
+def test_a_long_environment_is_cut_to_fit_the_hint_prompt() -> None:
+    from spade.backends.scripted import ByteTemplate  # noqa: PLC0415
+
+    seen: list[list[int]] = []
+
+    class Recording(FakePolicy):
+        async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+            seen.extend(list(p) for p in prompts)
+            return await super().sample(prompts, params)
+
+    long_code = CODE + "".join(f"    def rule_{i}(self):\n        return {i}\n\n" for i in range(300))
+    requests = [
+        HintRequest("short", CODE, OBS, "games", ("7",)),
+        HintRequest("long", long_code, OBS, "games"),
+    ]
+    policy = Recording([Completion("Halve the range each turn.", (1,), (-0.1,), "stop")] * 2)
+    policy.template = ByteTemplate()  # type: ignore[assignment] # one token per byte
+    params = SamplingParams(temperature=0.3, max_tokens=8)
+    out = asyncio.run(hints.write_hints(policy, requests, params, max_prompt_tokens=2000))
+    assert len(long_code) > 2000
+    assert all(len(p) <= 2000 for p in seen)
+    shown = out[1].messages[1]["content"]
+    assert "rule_0" in shown
+    assert "rule_299" not in shown
+    assert "truncated for this prompt" in shown
+    assert out[0].messages[1]["content"].count(CODE) == 1  # the short one is shown whole
+    assert "truncated" not in out[0].messages[1]["content"]
+    assert [h.reason for h in out] == ["ok", "ok"]
+    seen.clear()
+    asyncio.run(hints.write_hints(policy, requests, params))  # no budget: the whole code
+    assert len(seen[1]) > len(long_code)

@@ -37,6 +37,8 @@ _CODE_BLOCK_RE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 """A fenced code block; an unclosed one runs to the end of the text."""
 MIN_PROSE_WORDS = 4
 """Words of prose a hint must keep once its code blocks are dropped."""
+_MIN_CODE_CHARS = 400
+"""Code is not cut below this many characters to fit a hint prompt (see :func:`write_hints`)."""
 _JSON_BLOCK_RE = re.compile(r"```json\s*(.*?)```", re.DOTALL)
 _ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 
@@ -215,21 +217,31 @@ async def write_hints(
     max_chars: int = 500,
     code_chars: int | None = None,
     prefix: str = "",
+    max_prompt_tokens: int | None = None,
 ) -> list[Hint]:
     """Ask the policy for one hint per environment in one batch and filter each (see :func:`clean_hint`).
 
     With ``prefix``, each reply starts with that text (appended to the prompt after the generation prompt,
-    for templates that can encode text) and the model continues it; the hint is the continuation.
+    for templates that can encode text) and the model continues it; the hint is the continuation. With
+    ``max_prompt_tokens``, the code of an environment whose prompt would be longer is cut (at whole lines,
+    with a marker) until the prompt fits: a long environment still gets a hint from its beginning.
     """
-    messages = [
-        build_hint_messages(
-            r.code, r.first_observation, r.setting, max_words=max_words, code_chars=code_chars
-        )
-        for r in requests
-    ]
     template = policy.template
     started = template.encode(prefix) if prefix and isinstance(template, TurnTemplate) else []
-    prompt_ids = [template.render(m, add_generation_prompt=True) + started for m in messages]
+    messages, prompt_ids = [], []
+    for r in requests:
+        chars = code_chars
+        while True:
+            msgs = build_hint_messages(
+                r.code, r.first_observation, r.setting, max_words=max_words, code_chars=chars
+            )
+            ids = template.render(msgs, add_generation_prompt=True) + started
+            shown = min(chars or len(r.code), len(r.code))
+            if max_prompt_tokens is None or len(ids) <= max_prompt_tokens or shown < _MIN_CODE_CHARS:
+                break  # fits, or so little code is left that the request stays as it is (and fails)
+            chars = int(shown * max_prompt_tokens / len(ids) * 0.9)  # the prompt is mostly code
+        messages.append(msgs)
+        prompt_ids.append(ids)
     completions = await policy.sample(prompt_ids, params) if requests else []
     if len(completions) != len(requests):
         raise RuntimeError(f"policy returned {len(completions)} completions for {len(requests)} prompts")

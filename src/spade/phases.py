@@ -352,6 +352,7 @@ async def _hint(
         max_words=d.hint_max_words,
         max_chars=d.hint_max_chars,
         prefix=d.hint_prefix,
+        max_prompt_tokens=cfg.model.max_context - d.hint_max_tokens,
     )
     written = iter(hints)
     by_env: dict[str, list[str | None]] = {}
