@@ -207,6 +207,16 @@ def test_metrics_are_json_lines(tmp_path: Path) -> None:
         assert all(isinstance(v, int | float) for v in row.values())
 
 
+def test_the_engine_gives_back_its_cache_every_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before each update, and at steps without one, so sampling never piles onto the last step's cache."""
+    from spade.backends.scripted import ScriptedPolicy  # noqa: PLC0415
+
+    calls: list[int] = []
+    monkeypatch.setattr(ScriptedPolicy, "release_memory", lambda self: calls.append(1), raising=False)
+    rows = train(scripted_config(tmp_path, "valid", steps=3)).read_metrics()
+    assert len(calls) == len(rows) == 3
+
+
 @pytest.mark.parametrize("setting", ["games", "tool_use"])
 def test_fixed_pool_baseline_trains_the_agent_only(tmp_path: Path, setting: str) -> None:
     designer = DesignerConfig(setting=setting, envs_per_regen=3, regen_interval=2)  # type: ignore[arg-type]

@@ -494,9 +494,11 @@ def _score_designer(
 
 
 def _update(c: Components, samples: Sequence[TrainSample]) -> dict[str, float]:
+    # An in-process engine's KV cache: the update does not sit on top of it, and when there is no update
+    # the next step's sampling does not add to what this one's left.
+    c.policy.release_memory()
     if not samples:
         return {"update/skipped": 1.0}
-    c.policy.release_memory()  # an in-process engine's KV cache: the update does not sit on top of it
     metrics = c.trainer.train_step(samples)
     c.policy.load_weights(c.trainer.export_weights(c.run.root / "policy"))
     return {k if "/" in k else f"update/{k}": float(v) for k, v in metrics.items()}

@@ -44,6 +44,7 @@ from spade.backends.embedded import resolve_model
 from spade.backends.merge import merge_adapter
 from spade.backends.template import HFChatTemplate
 from spade.config import ModelConfig
+from spade.resources import release_free_memory
 from spade.types import Completion, SamplingParams
 
 _ERROR_REASONS = {"abort", "error"}
@@ -180,6 +181,7 @@ class VLLMPolicy:
         with self._lock:
             if self.llm.reset_prefix_cache():  # False while requests run: their KV is still needed
                 self.llm.collective_rpc(_drop_kv_cache)
+        release_free_memory()  # and the heap pages sampling freed (in process)
 
     def close(self) -> None:
         """Stop the engine's worker processes, or its state in this process (the policy is unusable afterwards)."""
