@@ -228,8 +228,8 @@ async def write_hints(
     """
     template = policy.template
     started = template.encode(prefix) if prefix and isinstance(template, TurnTemplate) else []
-    messages, prompt_ids = [], []
-    for r in requests:
+
+    def fitted(r: HintRequest) -> tuple[list[Message], list[int]]:
         chars = code_chars
         while True:
             msgs = build_hint_messages(
@@ -238,10 +238,12 @@ async def write_hints(
             ids = template.render(msgs, add_generation_prompt=True) + started
             shown = min(chars or len(r.code), len(r.code))
             if max_prompt_tokens is None or len(ids) <= max_prompt_tokens or shown < _MIN_CODE_CHARS:
-                break  # fits, or so little code is left that the request stays as it is (and fails)
+                return msgs, ids  # fits, or so little code is left that it stays as it is (and fails)
             chars = int(shown * max_prompt_tokens / len(ids) * 0.9)  # the prompt is mostly code
-        messages.append(msgs)
-        prompt_ids.append(ids)
+
+    prompts_of = [fitted(r) for r in requests]
+    messages = [m for m, _ in prompts_of]
+    prompt_ids = [ids for _, ids in prompts_of]
     completions = await policy.sample(prompt_ids, params) if requests else []
     if len(completions) != len(requests):
         raise RuntimeError(f"policy returned {len(completions)} completions for {len(requests)} prompts")

@@ -56,7 +56,7 @@ class ReleasesMemory(Protocol):
     """A policy that can give back memory it keeps between calls (an in-process engine's KV cache)."""
 
     def release_memory(self) -> None:
-        """Return what the next ``sample`` can rebuild; called before an update."""
+        """Return what the next ``sample`` can rebuild; the loop calls it once a step, before the update."""
         ...
 
 

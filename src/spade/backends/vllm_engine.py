@@ -173,10 +173,10 @@ class VLLMPolicy:
         }
 
     def release_memory(self) -> None:
-        """Empty the prefix cache and return the KV cache's pages to the system (CPU engines).
+        """Empty the prefix cache and return the KV cache's pages (CPU engines) and freed heap to the system.
 
         For a process that samples and trains in turns: the update then does not sit on top of the cache the
-        last phase filled. The engine takes pages again as it samples.
+        last phase filled, nor the next phase on top of it. The engine takes pages again as it samples.
         """
         with self._lock:
             if self.llm.reset_prefix_cache():  # False while requests run: their KV is still needed
