@@ -826,7 +826,10 @@ CPU_TINY = TrainConfig(
         hint_prefix="Hint:",
     ),
     rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4, max_concurrent_plays=48, batch_gather_s=0.1),
-    reward=RewardConfig(variant="regret"),
+    # The released recipe's blend (plateau of the window's mean return, and regret), credited after the
+    # regeneration's interval like the paper preset: with the plateau term a regeneration whose hints all
+    # hurt (every floored regret 0) still ranks its designs, so the designer learns at every regeneration.
+    reward=RewardConfig(delay=3, rate_measure="mean_return"),
     # Checkpointed layers and a compact heap: a step's peak near its live tensors (≈1.4× the step time).
     trainer=TrainerConfig(
         lr=1e-4,
