@@ -156,9 +156,11 @@ class FakePolicy:
         self.template = FakeTemplate()
         self.completions = completions
         self.params: list[SamplingParams] = []
+        self.prompts: list[list[int]] = []
 
     async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         self.params.append(params)
+        self.prompts.extend(list(p) for p in prompts)
         return self.completions[: len(prompts)]
 
     def load_weights(self, path: Path) -> None:
@@ -168,24 +170,17 @@ class FakePolicy:
 def test_a_hint_prefix_starts_the_reply_and_the_continuation_is_the_hint() -> None:
     from spade.backends.scripted import ByteTemplate  # noqa: PLC0415
 
-    seen: list[list[int]] = []
-
-    class Prefixed(FakePolicy):
-        async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
-            seen.extend(list(p) for p in prompts)
-            return await super().sample(prompts, params)
-
-    policy = Prefixed([Completion(" guess the middle of what is left.", (1,), (-0.1,), "stop")])
+    policy = FakePolicy([Completion(" guess the middle of what is left.", (1,), (-0.1,), "stop")])
     policy.template = ByteTemplate()  # type: ignore[assignment] # a template that encodes text
     request = HintRequest("env-0", CODE, OBS, "games", ("7",))
     params = SamplingParams(temperature=0.3, max_tokens=8)
     out = asyncio.run(hints.write_hints(policy, [request], params, prefix="Hint:"))
-    assert policy.template.decode(seen[0]).endswith("<|assistant|>Hint:")
+    assert policy.template.decode(policy.prompts[0]).endswith("<|assistant|>Hint:")
     assert out[0].hint == "guess the middle of what is left."
-    plain = Prefixed([Completion("x y z w", (1,), (-0.1,), "stop")])
+    plain = FakePolicy([Completion("x y z w", (1,), (-0.1,), "stop")])
     plain.template = ByteTemplate()  # type: ignore[assignment]
     asyncio.run(hints.write_hints(plain, [request], params))
-    assert not policy.template.decode(seen[1]).endswith("Hint:")
+    assert not policy.template.decode(plain.prompts[0]).endswith("Hint:")
 
 
 def test_write_hints_end_to_end() -> None:
@@ -312,24 +307,17 @@ def test_played_hints_per_seed() -> None:
 def test_a_long_environment_is_cut_to_fit_the_hint_prompt() -> None:
     from spade.backends.scripted import ByteTemplate  # noqa: PLC0415
 
-    seen: list[list[int]] = []
-
-    class Recording(FakePolicy):
-        async def sample(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
-            seen.extend(list(p) for p in prompts)
-            return await super().sample(prompts, params)
-
     long_code = CODE + "".join(f"    def rule_{i}(self):\n        return {i}\n\n" for i in range(300))
     requests = [
         HintRequest("short", CODE, OBS, "games", ("7",)),
         HintRequest("long", long_code, OBS, "games"),
     ]
-    policy = Recording([Completion("Halve the range each turn.", (1,), (-0.1,), "stop")] * 2)
+    policy = FakePolicy([Completion("Halve the range each turn.", (1,), (-0.1,), "stop")] * 2)
     policy.template = ByteTemplate()  # type: ignore[assignment] # one token per byte
     params = SamplingParams(temperature=0.3, max_tokens=8)
     out = asyncio.run(hints.write_hints(policy, requests, params, max_prompt_tokens=2000))
     assert len(long_code) > 2000
-    assert all(len(p) <= 2000 for p in seen)
+    assert all(len(p) <= 2000 for p in policy.prompts)
     shown = out[1].messages[1]["content"]
     assert "rule_0" in shown
     assert "rule_299" not in shown
@@ -337,6 +325,6 @@ def test_a_long_environment_is_cut_to_fit_the_hint_prompt() -> None:
     assert out[0].messages[1]["content"].count(CODE) == 1  # the short one is shown whole
     assert "truncated" not in out[0].messages[1]["content"]
     assert [h.reason for h in out] == ["ok", "ok"]
-    seen.clear()
+    policy.prompts.clear()
     asyncio.run(hints.write_hints(policy, requests, params))  # no budget: the whole code
-    assert len(seen[1]) > len(long_code)
+    assert len(policy.prompts[1]) > len(long_code)
