@@ -50,7 +50,7 @@ def test_the_engine_runs_in_this_process_and_leaves_its_settings(tmp_path: Path)
     assert _PROCESSES_VAR not in os.environ
     engine = VLLMPolicy(base_dir, max_context=512, kv_cache_gib=0.25, block_size=32, in_process=True, seed=3)
     try:
-        assert _engine_processes() == before  # no EngineCore, no Worker
+        assert _engine_processes() <= before  # no new EngineCore or Worker (an earlier one may be exiting)
         assert (torch.get_num_threads(), torch.set_num_threads) == (threads, set_threads)
         assert _PROCESSES_VAR not in os.environ
         assert not vllm.envs._is_envs_cache_enabled()
