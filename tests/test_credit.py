@@ -97,6 +97,16 @@ def test_entries_round_trip_through_json() -> None:
     )
     text = json.dumps([e.to_dict() for e in buffer])
     assert tuple(PendingCredit.from_dict(d) for d in json.loads(text)) == buffer
+    assert buffer[1].regret is None  # not measured stays distinct from a measured 0 across a resume
+
+
+@pytest.mark.parametrize("variant", ["regret", "blend"])
+def test_an_unmeasured_regret_is_rewarded_as_zero(variant: str) -> None:
+    cfg = RewardConfig(variant=variant)  # type: ignore[arg-type]
+    stats = {"regret": 0.0, "plays": 8, "wins": 3, "return_sum": 2.5}
+    due = (DueCredit(_entry("a", 0, **{**stats, "regret": None}), 2), DueCredit(_entry("b", 0, **stats), 2))
+    (unmeasured, zero), _ = credit_rewards(due, cfg, {})
+    assert unmeasured == zero
 
 
 def test_credit_rewards_invalid_penalty_and_lp_per_skill() -> None:

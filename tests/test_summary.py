@@ -14,14 +14,15 @@ def test_summary_compares_first_and_last_third() -> None:
         {"step": 0, "agent/win_rate": 0.1, "agent/return_mean": 0.2, "designer/envs": 4.0,
          "designer/valid_rate": 0.5, "speed/sampled_tokens_per_s": 100.0, "resources/peak_rss_gb": 2.5},
         {"step": 1, "agent/win_rate": 0.2, "agent/return_mean": 0.3, "designer/credited": 4.0,
-         "designer/samples_kept": 3.0, "designer/regret_mean": 0.25, "agent/win_rate_hint": 0.4},
+         "designer/samples_kept": 3.0, "designer/regret_mean": 0.25, "designer/regret_measured": 2.0,
+         "agent/win_rate_hint": 0.4},
         {"step": 2, "agent/win_rate": 0.6, "agent/return_mean": 0.7, "resources/peak_rss_gb": 3.0},
     ]  # fmt: skip
     text = "\n".join(run_summary(rows))
     assert "2/4 designs valid (0.50)" in text
     assert "win rate 0.10 in the first third -> 0.60 in the last third" in text
     assert "samples trained per regeneration [3]" in text
-    assert "+0.250" in text
+    assert "mean regret +0.250 (2 environments measured)" in text
     assert "3.00 GB" in text
     assert run_summary([]) == ["No step finished: nothing to summarise."]
 

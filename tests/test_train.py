@@ -107,6 +107,7 @@ def test_valid_designs_give_regret_and_metrics(tmp_path: Path) -> None:
     # the scripted agent always wins with the hint and rarely without it: regret is large and positive
     assert first["agent/win_rate_hint"] == 1.0
     assert first["designer/regret_mean"] > 0.3
+    assert first["designer/regret_measured"] == 6  # every design valid, hinted and played
     assert (run.root / "envs").glob("s00000_*.py")
     assert run.latest_checkpoint() is not None
 

@@ -58,8 +58,9 @@ class PendingCredit:
     created_step: int
     valid: bool
     """False: the environment was rejected and the sample earns ``invalid_penalty``."""
-    regret: float = 0.0
-    """Hint-based regret measured at creation (matched timing)."""
+    regret: float | None = None
+    """Hint-based regret measured at creation (matched timing); None: not measured (no accepted hint, or no
+    hinted play finished), which the reward counts as 0."""
     plays: int = 0
     """Unhinted plays of the environment in the window so far."""
     wins: int = 0
@@ -95,7 +96,7 @@ class PendingCredit:
             skill=str(data["skill"]),
             created_step=int(data["created_step"]),
             valid=bool(data["valid"]),
-            regret=float(data["regret"]),
+            regret=None if data.get("regret") is None else float(data["regret"]),
             plays=int(data["plays"]),
             wins=int(data["wins"]),
             return_sum=float(data["return_sum"]),
@@ -147,7 +148,7 @@ def credit_rewards(
         if not e.valid:
             rewards.append(invalid_env_reward(cfg))
             continue
-        x = DesignInputs(e.rate(cfg.rate_measure), e.regret, lp_baseline=lp_ema.get(e.skill, 0.0))
+        x = DesignInputs(e.rate(cfg.rate_measure), e.regret or 0.0, lp_baseline=lp_ema.get(e.skill, 0.0))
         rewards.append(designer_reward(x, cfg))
     new_ema = dict(lp_ema)
     if cfg.variant == "learning_potential":

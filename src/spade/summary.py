@@ -43,7 +43,8 @@ def run_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
         f"Summary of {len(rows)} steps:",
         f"  designer: {valid}/{designs} designs valid ({_fmt(valid / designs if designs else None)}) over "
         f"{len(regen)} regenerations; samples trained per regeneration {kept or 'none'}; "
-        f"mean regret {_fmt(_mean(credited, 'designer/regret_mean'), '+.3f')}",
+        f"mean regret {_fmt(_mean(credited, 'designer/regret_mean'), '+.3f')} "
+        f"({sum(int(r.get('designer/regret_measured', 0)) for r in credited)} environments measured)",
         f"  agent: win rate {_fmt(_mean(first, 'agent/win_rate'))} in the first third -> "
         f"{_fmt(_mean(last, 'agent/win_rate'))} in the last third; with hint "
         f"{_fmt(_mean(rows, 'agent/win_rate_hint'))} vs without {_fmt(_mean(rows, 'agent/win_rate'))}"

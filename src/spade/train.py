@@ -451,7 +451,7 @@ def _pending(d: DesignOutcome, per_env: Mapping[str, EnvStats], step: int) -> Pe
     Its window starts empty: :func:`spade.credit.observe` adds this step's plays like any later step's.
     """
     stats = per_env.get(d.env_id)
-    regret = stats.regret.regret if stats is not None and stats.regret is not None else 0.0
+    regret = stats.regret.regret if stats is not None and stats.regret is not None else None
     return PendingCredit(d.sample_ref, d.env_id, d.skill, step, d.valid and stats is not None, regret)
 
 
@@ -466,14 +466,17 @@ def _score_designer(
         return [], {}
     rewards, state.lp_ema = cr.credit_rewards(due, cfg.reward, state.lp_ema)
     valid = [d.entry for d in due if d.entry.valid]
+    measured = [e.regret for e in valid if e.regret is not None]
     metrics: dict[str, Any] = {
         "designer/credited": float(len(due)),
         "designer/reward_mean": _mean(rewards),
-        "designer/regret_mean": _mean([e.regret for e in valid]),
+        "designer/regret_measured": float(len(measured)),
         "designer/win_rate_mean": _mean([e.rate(cfg.reward.rate_measure) for e in valid]),
         "designer/window_plays_mean": _mean([e.plays for e in valid]),
         "designer/staleness_mean": _mean([d.staleness for d in due]),
     }
+    if measured:  # absent rather than 0 when no hint was accepted and played
+        metrics["designer/regret_mean"] = _mean(measured)
     n_designer = max(1, cfg.designer.envs_per_regen)
     scale = rw.designer_scale(
         max(n_agent, 1), n_designer, cfg.designer.regen_interval, cfg.reward.designer_scale_cap
