@@ -40,6 +40,9 @@ def test_budget_ends_the_run_early_and_resume_keeps_the_count(tmp_path: Path) ->
     stopped = _rows(train(tiny_config(tmp_path, name="budget", steps=5, sampled_token_budget=budget)))
     assert [r["step"] for r in stopped] == [0, 1, 2]
     assert stopped[-1]["budget/sampled_tokens"] >= budget > stopped[-2]["budget/sampled_tokens"]
+    # step 2's designs are due at step 3 (delay 1): the budget's last step credits them, as the last step does
+    assert full[2].get("designer/credited", 0.0) == 0.0
+    assert stopped[2]["designer/credited"] == 3.0
 
     # killed after one step, then resumed: the count continues from the checkpoint
     run = train(tiny_config(tmp_path, name="resumed", steps=1, sampled_token_budget=budget))

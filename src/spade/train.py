@@ -222,8 +222,9 @@ def _sampled_tokens(row: Mapping[str, Any]) -> int:
     return int(sum(row.get(k, 0.0) for k in keys))
 
 
-def _budget_spent(cfg: TrainConfig, state: LoopState) -> bool:
-    return 0 < cfg.sampled_token_budget <= state.sampled_tokens
+def _budget_spent(cfg: TrainConfig, state: LoopState, pending: int = 0) -> bool:
+    """Whether the run's sampled tokens, with ``pending`` ones not yet counted, reach its budget."""
+    return 0 < cfg.sampled_token_budget <= state.sampled_tokens + pending
 
 
 def _fresh(cfg: TrainConfig, c: Components) -> LoopState:
@@ -294,8 +295,12 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
         row.update(level_metrics)
     row["speed/sampled_tokens_per_s"] = row["agent/sampled_tokens"] / max(row["time/play_s"], 1e-9)
     state.credit = list(cr.observe([*state.credit, *(_pending(d, per_env, step) for d in designed)], per_env))
-    # The designer scale counts agent plays before constant groups are dropped (as the authors do).
-    designer_samples, designer_metrics = _score_designer(cfg, c, state, step, int(row["agent/plays"]))
+    # The designer scale counts agent plays before constant groups are dropped (as the authors do). The run's
+    # last step, by step count or by budget, credits every design still waiting.
+    last = step == cfg.steps - 1 or _budget_spent(cfg, state, pending=_sampled_tokens(row))
+    designer_samples, designer_metrics = _score_designer(
+        cfg, c, state, step, int(row["agent/plays"]), final=last
+    )
     row.update(designer_metrics)
 
     progress(f"step {step}: update on {len(agent_samples)} agent + {len(designer_samples)} designer samples")
@@ -456,10 +461,9 @@ def _pending(d: DesignOutcome, per_env: Mapping[str, EnvStats], step: int) -> Pe
 
 
 def _score_designer(
-    cfg: TrainConfig, c: Components, state: LoopState, step: int, n_agent: int
+    cfg: TrainConfig, c: Components, state: LoopState, step: int, n_agent: int, *, final: bool
 ) -> tuple[list[TrainSample], dict[str, Any]]:
-    """Release the designer samples due at ``step`` (all of them at the run's last step) and score them."""
-    final = step == cfg.steps - 1
+    """Release the designer samples due at ``step`` (all of them at the run's ``final`` step) and score them."""
     due, rest = cr.release_due(state.credit, step, cfg.reward.delay, final=final)
     state.credit = list(rest)
     if not due:
