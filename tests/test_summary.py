@@ -17,8 +17,11 @@ def test_summary_compares_first_and_last_third() -> None:
          "designer/samples_kept": 3.0, "designer/regret_mean": 0.25, "designer/regret_measured": 2.0,
          "agent/win_rate_hint": 0.4},
         {"step": 2, "agent/win_rate": 0.6, "agent/return_mean": 0.7, "resources/peak_rss_gb": 3.0},
+        {"step": 3, "eval/reasoning_gym/score": 0.2},  # the final evaluation's row: not a step
     ]  # fmt: skip
+    rows = [{"agent/plays": 16.0, **r} if "agent/win_rate" in r else r for r in rows]
     text = "\n".join(run_summary(rows))
+    assert text.startswith("Summary of 3 steps:")
     assert "2/4 designs valid (0.50)" in text
     assert "win rate 0.10 in the first third -> 0.60 in the last third" in text
     assert "samples trained per regeneration [3]" in text

@@ -30,7 +30,9 @@ def _seed_wins(first: Sequence[dict[str, Any]], last: Sequence[dict[str, Any]]) 
 
 
 def run_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Lines saying how validity, wins, regret, designer learning signal, speed and memory went."""
+    """Lines saying how validity, wins, regret, designer learning signal, speed and memory went (over the
+    steps' rows: a row of the run's final evaluation alone is not a step)."""
+    rows = [r for r in rows if "agent/plays" in r]
     if not rows:
         return ["No step finished: nothing to summarise."]
     first, last = thirds(rows)
