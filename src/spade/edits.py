@@ -19,6 +19,7 @@ import re
 
 from spade.actions import strip_reasoning
 from spade.prompts import DIFFICULTY_RULES, SKILL_DESCRIPTIONS, DesignRequest, Exemplar
+from spade.pyast import parse_module
 from spade.types import Message
 
 LINES_SYSTEM = (
@@ -72,7 +73,7 @@ def excerpt_window(code: str, max_chars: int) -> tuple[int, int]:
 def _constant_spans(code: str) -> list[tuple[int, int]]:
     """Line spans of module-level assignments to UPPER_CASE names (none when the code does not parse)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     out = []

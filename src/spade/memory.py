@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, Protocol
 from spade.config import MemoryConfig
 from spade.errors import SpadeError
 from spade.memory_select import eviction_order, in_band, pick_examples, pick_replay
+from spade.pyast import parse_module
 from spade.skills import Setting
 from spade.types import EnvSource
 
@@ -212,7 +213,7 @@ def _strip_docstrings(tree: ast.Module) -> None:
 def ast_fingerprint(code: str) -> str:
     """SHA-256 of the parsed tree without docstrings, comments or layout; unparsable code hashes its text."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
         _strip_docstrings(tree)
         dumped = ast.dump(tree, annotate_fields=False, include_attributes=False)
     except (SyntaxError, ValueError, RecursionError, MemoryError):

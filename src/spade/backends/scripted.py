@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from spade import procedural, prompts
+from spade.pyast import parse_expression
 from spade.skills import GAME_SKILLS
 from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSample
 
@@ -275,7 +276,7 @@ def _expression_reply(prompt: str, skill: float) -> str:
     if not chains:
         return "I am not sure. \\boxed{0}"
     try:
-        value = _evaluate(ast.parse(chains[-1], mode="eval").body)
+        value = _evaluate(parse_expression(chains[-1]))
     except SyntaxError:  # e.g. a leading zero
         value = 0
     right = "HINT:" in prompt or _unit("play" + prompt) < skill

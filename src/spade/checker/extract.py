@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 import re
 
 from spade.actions import strip_reasoning
+from spade.pyast import parse_module
 
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+.-]*)[^\n]*$", re.MULTILINE)
 _PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
@@ -55,7 +55,7 @@ def extract_code(text: str) -> str | None:
     if not stripped or not _CLASS.search(stripped):
         return None
     try:
-        ast.parse(stripped)
+        parse_module(stripped)
     except SyntaxError:
         return None
     return stripped + "\n"

@@ -16,6 +16,7 @@ from spade.checker.findings import Finding, FindingCode, finding
 from spade.checker.probes import Policy
 from spade.config import CheckerConfig, WinRule
 from spade.envs.official import PLAN_MARKER
+from spade.pyast import parse_expression
 
 _TAGGED = re.compile(r"<tool_call>.*?</tool_call>|<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
 _ANSWER = re.compile(r"^\s*<answer>(.*?)</answer>\s*$", re.DOTALL | re.IGNORECASE)
@@ -79,7 +80,7 @@ def prose_actions(text: str) -> list[str]:
 
 def _call_action(text: str) -> str | None:
     try:
-        node = ast.parse(text.strip(), mode="eval").body
+        node = parse_expression(text.strip())
     except SyntaxError:
         return None
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:

@@ -9,6 +9,7 @@ from spade.checker.extract import extract_code, looks_truncated
 from spade.checker.findings import Finding, FindingCode, finding
 from spade.checker.rng import rng_findings
 from spade.config import CheckerConfig
+from spade.pyast import parse_module
 
 _NATIVE_BASES = frozenset({"TextEnv", "ToolEnv"})
 _OFFICIAL_TOOL_BASE = "ToolUseBaseEnv"
@@ -57,7 +58,7 @@ def parse(text: str, cfg: CheckerConfig) -> tuple[str | None, ast.Module | None,
     """Rung 1: the code (extracted from a reply when the text is not Python itself) and its AST."""
     code = text
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except SyntaxError as exc:
         extracted = extract_code(text)
         if extracted is None:
@@ -65,7 +66,7 @@ def parse(text: str, cfg: CheckerConfig) -> tuple[str | None, ast.Module | None,
             return None, None, [_syntax(exc, text) if looks_like_code else _no_code()]
         code = extracted
         try:
-            tree = ast.parse(code)
+            tree = parse_module(code)
         except SyntaxError as inner:
             return code, None, [_syntax(inner, text)]
     if len(code) > cfg.max_source_chars:

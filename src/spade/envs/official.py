@@ -22,6 +22,7 @@ from typing import Any
 
 from spade.actions import wrap_boxed
 from spade.env import StepResult, ToolEnv
+from spade.pyast import parse_expression
 
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -273,7 +274,7 @@ def plan_namespace(env: Any) -> dict[str, Any]:
 def _bind_arguments(text: str, spec: dict[str, Any], names: dict[str, Any]) -> dict[str, Any] | None:
     params = list((spec.get("parameters") or {}).get("properties") or {})
     try:
-        call = ast.parse(f"f({text})", mode="eval").body
+        call = parse_expression(f"f({text})")
     except SyntaxError:
         return None
     if not isinstance(call, ast.Call) or len(call.args) > len(params):

@@ -31,6 +31,7 @@ from typing import Any
 
 from spade.errors import SpadeError
 from spade.evals.bfcl_data import package
+from spade.pyast import parse_expression
 from spade.types import ToolCall, ToolSchema
 
 
@@ -92,8 +93,7 @@ def decode_ast_prompting(text: str) -> list[dict[str, dict[str, Any]]]:
     if not text.endswith("]"):
         text = text + "]"
     try:
-        parsed = ast.parse(text.strip().strip("'"), mode="eval")
-        body = parsed.body
+        body = parse_expression(text.strip().strip("'"))
         if isinstance(body, ast.Call):
             return [_call(body)]
         elements = body.elts if isinstance(body, ast.List | ast.Tuple | ast.Set) else None
