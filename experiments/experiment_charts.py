@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 Rows = list[dict[str, Any]]
+MARKERS = ("o", "s", "^", "D")
 
 
 def mode_curve(runs: Sequence[Rows], key: str) -> tuple[list[int], list[float]]:
@@ -38,11 +39,15 @@ def draw(path: Path, title: str, rows: Mapping[str, Mapping[str, Rows]], keys: S
     fig, ax = plt.subplots(figsize=(6.4, 3.4), dpi=100)
     drawn = 0
     for i, (mode, runs) in enumerate(rows.items()):
+        # modes start from the same warm start, so their first points coincide: a small shift along the
+        # step axis and a marker per mode keep every line visible
+        shift = (i - (len(rows) - 1) / 2) * 0.08
         for key, style in zip(keys, ("-", "--", ":"), strict=False):
             steps, values = mode_curve(list(runs.values()), key)
             if steps:
                 label = mode if key == keys[0] else f"{mode} ({key.rsplit('/', 1)[-1]})"
-                ax.plot(steps, values, style, color=f"C{i}", marker="o", markersize=3, label=label)
+                ax.plot([s + shift for s in steps], values, style, color=f"C{i}", marker=MARKERS[i % len(MARKERS)],
+                        markersize=4, alpha=0.85, label=label)  # fmt: skip
                 drawn += 1
     if drawn:
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)

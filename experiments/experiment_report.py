@@ -88,9 +88,9 @@ def summary(items: Mapping[str, Mapping[str, Sequence[Items]]], modes: Sequence[
             word = {"better": "beats", "worse": "is worse than"}.get(
                 e.verdict, "does not differ significantly from"
             )
-            out.append(
-                f"- {suite}: {b} {word} {a} ({_fmt(e, signed=True)}, {e.items} items, {e.seeds} seeds)."
-            )
+            n_a, n_b = len(groups[a]), len(groups[b])
+            seeds = f"{n_b} seeds" if n_a == n_b else f"{n_b} seeds against {n_a}"
+            out.append(f"- {suite}: {b} {word} {a} ({_fmt(e, signed=True)}, {e.items} items, {seeds}).")
     return "\n".join(out)
 
 
@@ -271,7 +271,8 @@ REPRODUCE = """
 ## How to reproduce
 
 ```bash
-# the embedded model on CPU (this table): runs in runs/experiment/<mode>-s<seed>, resumable
+# the embedded model on CPU with the defaults (this table's exact command is under Setup): resumable,
+# runs in runs/experiment/<mode>-s<seed>
 nice -n 19 python experiments/selfplay_vs_baselines.py --preset cpu-tiny
 # a smoke run: small budget, one episode, few items
 python experiments/selfplay_vs_baselines.py --quick --seeds 0 --modes fixed_pool --results /tmp/r.md

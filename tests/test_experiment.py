@@ -144,6 +144,9 @@ def test_summary_states_the_measured_sign() -> None:
     assert "selfplay does not differ significantly from start" in text
     zero = report.summary({"s": {"start": base, "selfplay": base}}, ["selfplay"])
     assert "measures nothing" in zero
+    three = report.summary({"s": {"start": base, "selfplay": strong * 3}}, ["selfplay"])
+    assert "selfplay beats start" in three
+    assert "3 seeds against 1)" in three
 
 
 def test_run_state_tells_finished_partial_and_missing_runs(tmp_path: Path) -> None:
