@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiment_stats import Estimate, Items, mode_score, paired_difference
+from experiment_stats import Estimate, Items, common_items, mode_score, paired_difference
 
 START = "start"
 CURVES = (
@@ -85,13 +85,39 @@ def summary(items: Mapping[str, Mapping[str, Sequence[Items]]], modes: Sequence[
             if b != "selfplay" and a != START:
                 continue
             e = paired_difference(groups[a], groups[b])
-            word = {"better": "beats", "worse": "is worse than"}.get(
-                e.verdict, "does not differ significantly from"
-            )
+            word = _verb(e)
             n_a, n_b = len(groups[a]), len(groups[b])
             seeds = f"{n_b} seeds" if n_a == n_b else f"{n_b} seeds against {n_a}"
             out.append(f"- {suite}: {b} {word} {a} ({_fmt(e, signed=True)}, {e.items} items, {seeds}).")
     return "\n".join(out)
+
+
+def warm_start_table(finals: Mapping[str, Sequence[Items]], warm: Mapping[str, Sequence[Items]]) -> list[str]:
+    """Markdown rows: each mode's final policies against their own warm start, on the items both scored."""
+    lines = ["| mode | seeds | items | warm start | final | final − warm start [95% CI] | verdict |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for mode, starts in warm.items():
+        ids = set(common_items(starts, finals[mode]))
+        e = paired_difference(starts, finals[mode])
+        before, after = (mode_score([{k: v for k, v in run.items() if k in ids} for run in g])
+                         for g in (starts, finals[mode]))  # fmt: skip
+        lines.append(f"| {mode} | {e.seeds} | {e.items} | {before.mean:.3f} | {after.mean:.3f} | "
+                     f"{_fmt(e, signed=True)} | {e.verdict} |")  # fmt: skip
+    return lines
+
+
+def warm_start_summary(finals: Mapping[str, Sequence[Items]], warm: Mapping[str, Sequence[Items]]) -> str:
+    """The verdict of each mode against its warm start, in words."""
+    out = []
+    for mode, starts in warm.items():
+        e = paired_difference(starts, finals[mode])
+        out.append(f"\n- rg: {mode} {_verb(e)} its own warm start ({_fmt(e, signed=True)}, {e.items} items, "
+                   f"{e.seeds} seeds; the warm start scored by the in-training evaluation at step 0).")  # fmt: skip
+    return "".join(out)
+
+
+def _verb(e: Estimate) -> str:
+    return {"better": "beats", "worse": "is worse than"}.get(e.verdict, "does not differ significantly from")
 
 
 def read_rows(run: Path) -> list[dict[str, Any]]:
@@ -164,14 +190,30 @@ def curves(images: Path, rows: Mapping[str, Mapping[str, list[dict[str, Any]]]])
 
 
 def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_times: Mapping[str, float],
-          eval_s: float, wall_s: float) -> Report:  # fmt: skip
-    """The report of a finished experiment (``plan``: the script's Plan; ``items``: its loaded evaluations)."""
+          eval_s: float, wall_s: float, *, warm: Mapping[str, Sequence[Items]] | None = None) -> Report:  # fmt: skip
+    """The report of a finished experiment (``plan``: the script's Plan; ``items``: its loaded evaluations;
+    ``warm``: each mode's in-training ``rg`` scores at step 0, its warm start, compared on the ``rg`` suite)."""
     from selfplay_vs_baselines import run_dir  # noqa: PLC0415 - the script's own layout
 
     rows = {
         m: {run_dir(plan, m, s).name: read_rows(run_dir(plan, m, s)) for s in plan.seeds} for m in plan.modes
     }
-    text = summary(items, plan.modes) + _short_runs(rows, plan.budget)
+    warm = warm if warm and "rg" in items else {}
+    text = (
+        summary(items, plan.modes)
+        + warm_start_summary(items.get("rg", {}), warm)
+        + _short_runs(rows, plan.budget)
+    )
+    against_warm = [
+        "## Against the warm start",
+        "",
+        "`start` above is the model as shipped; every mode begins from a supervised warm start of it (the same "
+        "per seed). Here each mode's final policies face that warm start, as scored by the runs' in-training "
+        "evaluation at step 0 (before any RL update), on the `rg` items both evaluations share.",
+        "",
+        *warm_start_table(items["rg"], warm),
+        "",
+    ] if warm else []  # fmt: skip
     suites = [
         f"| {s.label} | {s.note} | `spade eval {' '.join(s.args)} {' '.join(plan.eval_args)}` |"
         for s in plan.suites
@@ -219,6 +261,7 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
         "",
         *diff_table(items, plan.modes),
         "",
+        *against_warm,
         "## Runs",
         "",
         *run_table(rows, plan.budget),

@@ -365,17 +365,35 @@ def eval_all(plan: Plan, log: Log) -> float:
 
 def load_items(plan: Plan) -> dict[str, dict[str, list[dict[str, list[float]]]]]:
     """suite label -> group (``start`` or a mode) -> one ``item id -> episode scores`` map per seed."""
-    from spade.evals.results import read_results  # noqa: PLC0415
-
     out: dict[str, dict[str, list[dict[str, list[float]]]]] = {}
     groups = {START: [START]} | {m: [run_dir(plan, m, s).name for s in plan.seeds] for m in plan.modes}
     for suite in plan.suites:
         for group, labels in groups.items():
             for label in labels:
-                stored = read_results(plan.out / "eval" / label / suite.label)
-                items = {k: list(r.scores) for per in stored.items.values() for k, r in per.items()}
+                items = _item_scores(plan.out / "eval" / label / suite.label)
                 out.setdefault(suite.label, {}).setdefault(group, []).append(items)
     return out
+
+
+def load_warm_starts(plan: Plan) -> dict[str, list[dict[str, list[float]]]]:
+    """mode -> per seed, the item scores of its run's in-training evaluation at step 0: the policy after the
+    warm start and before any RL update, on the ``rg`` suite's first ``INTRAIN_LIMIT`` items per task (no
+    entry for a mode whose runs have no such evaluation, e.g. with ``--eval-every 0``)."""
+    out: dict[str, list[dict[str, list[float]]]] = {}
+    for mode in plan.modes:
+        folders = [run_dir(plan, mode, s) / "eval" / "step_0" for s in plan.seeds]
+        if not all((f / "summary.json").is_file() for f in folders):
+            continue
+        out[mode] = [_item_scores(f) for f in folders]
+    return out
+
+
+def _item_scores(folder: Path) -> dict[str, list[float]]:
+    """``item id -> episode scores`` of one evaluation results folder."""
+    from spade.evals.results import read_results  # noqa: PLC0415
+
+    stored = read_results(folder)
+    return {k: list(r.scores) for per in stored.items.values() for k, r in per.items()}
 
 
 # -- main ----------------------------------------------------------------------------------------------
@@ -395,7 +413,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     train_times = train_all(plan, log)
     eval_s = eval_all(plan, log)
     report = experiment_report.build(
-        plan, load_items(plan), train_times, eval_s, time.perf_counter() - started
+        plan,
+        load_items(plan),
+        train_times,
+        eval_s,
+        time.perf_counter() - started,
+        warm=load_warm_starts(plan),
     )
     experiment_report.write(plan, report)
     log(f"wrote {plan.results} and {plan.images}/")

@@ -62,6 +62,11 @@ def test_experiment_end_to_end_on_the_scripted_backend(
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"(results/{name}.png)" in text
     assert "## How to reproduce" in text
+    assert "## Against the warm start" in text  # in-training evaluation at step 0 of every run
+    for mode in ("selfplay", "fixed_pool"):
+        assert f"| {mode} | 2 | " in text
+        assert f"rg: {mode} " in text
+        assert "its own warm start" in text
     assert "## Interpretation" in text
     assert "Read by hand: the scripted backend measures nothing." in text
 
@@ -147,6 +152,14 @@ def test_summary_states_the_measured_sign() -> None:
     three = report.summary({"s": {"start": base, "selfplay": strong * 3}}, ["selfplay"])
     assert "selfplay beats start" in three
     assert "3 seeds against 1)" in three
+
+
+def test_warm_start_comparison_uses_the_items_both_evaluations_share() -> None:
+    warm = {"selfplay": [{"i0": [0.0], "i1": [0.0]}] * 3}
+    finals = {"selfplay": [{"i0": [1.0], "i1": [1.0], "i2": [0.0], "i3": [0.0]}] * 3}
+    rows = report.warm_start_table(finals, warm)
+    assert rows[2] == "| selfplay | 3 | 2 | 0.000 | 1.000 | +1.000 [+1.000, +1.000] | better |"
+    assert "selfplay beats its own warm start (+1.000" in report.warm_start_summary(finals, warm)
 
 
 def test_run_state_tells_finished_partial_and_missing_runs(tmp_path: Path) -> None:
