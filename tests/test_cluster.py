@@ -203,6 +203,11 @@ def _stable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if not k.startswith(skip)} for r in rows]
 
 
+BUSY_START_S = 400.0
+"""Ray workers start in seconds on a quiet machine and took over 120 s (the default) on a 2-core one running
+the suite beside two trainings: these tests are about placement, not start-up speed."""
+
+
 @pytest.mark.ray
 @pytest.mark.xdist_group("ray")
 def test_two_node_train_plays_on_both_nodes_and_survives_a_killed_worker(
@@ -215,7 +220,13 @@ def test_two_node_train_plays_on_both_nodes_and_survives_a_killed_worker(
     ray_cfg = dataclasses.replace(
         local_cfg,
         name="ray",
-        cluster=ClusterConfig(backend="ray", address=two_nodes.address, workers=2, cpus_per_worker=1),
+        cluster=ClusterConfig(
+            backend="ray",
+            address=two_nodes.address,
+            workers=2,
+            cpus_per_worker=1,
+            start_timeout_s=BUSY_START_S,
+        ),
     )
     wrappers: list[_KillsAWorker] = []
     real_make_policy = spade.backends.make_policy
@@ -305,7 +316,9 @@ def test_a_killed_worker_moves_its_episodes_and_refuses_a_replay_that_diverges(t
     from spade.sandbox import SandboxError  # noqa: PLC0415
 
     good = seed_sources("games")[0].code
-    cfg = ClusterConfig(backend="ray", address=two_nodes.address, workers=2, cpus_per_worker=1)
+    cfg = ClusterConfig(
+        backend="ray", address=two_nodes.address, workers=2, cpus_per_worker=1, start_timeout_s=BUSY_START_S
+    )
     with RayRunner(cfg, Limits(call_timeout_s=2.0, load_timeout_s=4.0)) as runner:
         assert len(set(runner.nodes)) == 2  # one worker per node (each node offers one CPU)
         assert runner.layers["process"]
