@@ -10,7 +10,8 @@ Small probes of the pieces `make train` is made of, on the embedded model, with 
   the share that extract/apply, and the share the checker accepts (``designer/valid_rate`` of the loop);
 - the engine's start time and this process tree's peak memory.
 
-    python bench/cpu_tiny.py [--json] [--backend hf|vllm] [--episodes 16] [--designs 16] [--envs countdown ...]
+    python bench/cpu_tiny.py [--json] [--backend hf|vllm] [--engine-dtype auto|float32|bfloat16] [--episodes 16]
+        [--designs 16] [--envs countdown ...]
 
 Runs in one process (the engine is started once); figures are medians of nothing: one probe each, so rerun
 for noise on a shared machine.
@@ -97,6 +98,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--backend", default=CPU_TINY.model.backend, choices=["hf", "vllm"])
+    dtypes = ["model", "auto", "float32", "bfloat16"]
+    ap.add_argument("--engine-dtype", default=CPU_TINY.model.vllm.dtype, choices=dtypes)
     ap.add_argument("--episodes", type=int, default=16)
     ap.add_argument("--designs", type=int, default=0)
     ap.add_argument("--envs", nargs="*", default=list(envs.names("games")))
@@ -105,10 +108,14 @@ def main() -> None:
     args = ap.parse_args()
     cfg = dataclasses.replace(
         CPU_TINY,
-        model=dataclasses.replace(CPU_TINY.model, backend=args.backend),
+        model=dataclasses.replace(
+            CPU_TINY.model,
+            backend=args.backend,
+            vllm=dataclasses.replace(CPU_TINY.model.vllm, dtype=args.engine_dtype),
+        ),
         designer=dataclasses.replace(CPU_TINY.designer, max_tokens=args.design_tokens),
     )
-    out: dict[str, Any] = {"backend": args.backend}
+    out: dict[str, Any] = {"backend": args.backend, "engine_dtype": args.engine_dtype}
     t0 = time.perf_counter()
     policy = BatchingPolicy(make_policy(cfg.model, seed=0), max_batch=cfg.rollout.max_concurrent_plays)
     out["engine_start_s"] = round(time.perf_counter() - t0, 1)

@@ -201,6 +201,29 @@ def test_backend_options_live_in_their_sections_on_the_command_line() -> None:
         OpenAIConfig(base_urls=("http://a/v1", "http://a/v1"))
 
 
+@pytest.mark.parametrize("bf16_cpu", [True, False])
+def test_the_engine_samples_in_bfloat16_only_where_asked_or_where_the_cpu_has_bf16(
+    bf16_cpu: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch  # noqa: PLC0415
+
+    from spade.backends.vllm_engine import engine_dtype  # noqa: PLC0415
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: bf16_cpu)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+
+    def resolved(choice: Any, **model: Any) -> str:
+        return engine_dtype(ModelConfig(vllm=VLLMConfig(dtype=choice), **model))
+
+    assert resolved("model") == "float32"
+    assert resolved("model", dtype="float16") == "float16"
+    assert resolved("auto", device="cpu") == ("bfloat16" if bf16_cpu else "float32")
+    assert resolved("bfloat16", device="cpu") == "bfloat16"
+    assert resolved("float32") == "float32"
+    assert CPU_TINY.model.vllm.dtype == "auto"
+    assert CPU_TINY.model.dtype == "float32"
+
+
 def test_unknown_backend_is_a_config_error_listing_the_registry() -> None:
     from spade.backends import BACKENDS, make_policy  # noqa: PLC0415 - the registry under test
 

@@ -104,3 +104,54 @@ def test_the_engine_runs_in_this_process_and_leaves_its_settings(tmp_path: Path)
         torch.set_num_threads(threads)
         engine.close()
     assert not torch.distributed.is_initialized()  # the worker's process group is gone with the engine
+
+
+def _trainer_logprobs(model_dir: Path, prompt: list[int], ids: tuple[int, ...]) -> list[float]:
+    """The float32 trainer's log-probabilities of ``ids`` after ``prompt`` (what GRPO updates with)."""
+    import torch  # noqa: PLC0415
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    with torch.inference_mode():
+        logits = model(torch.tensor([[*prompt, *ids]])).logits[0, len(prompt) - 1 : -1]
+    return torch.log_softmax(logits, -1).gather(1, torch.tensor(ids)[:, None])[:, 0].tolist()
+
+
+def test_a_bfloat16_engine_samples_near_the_float32_trainer_and_takes_its_updates(tmp_path: Path) -> None:
+    """cpu-tiny's engine on a bf16 CPU: its log-probabilities stay near the trainer's, before and after a load."""
+    import torch  # noqa: PLC0415
+    from peft import LoraConfig, get_peft_model  # noqa: PLC0415
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415
+
+    base_dir = resolve_model("embedded")
+    torch.manual_seed(0)
+    lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(AutoModelForCausalLM.from_pretrained(base_dir), lora).merge_and_unload().save_pretrained(
+        tmp_path / "tuned"
+    )  # a float32 model folder, as the trainer's merged export
+    engine = VLLMPolicy(
+        base_dir,
+        dtype="bfloat16",
+        max_context=512,
+        kv_cache_gib=0.25,
+        block_size=32,
+        in_process=True,
+        seed=3,
+        engine_kwargs={"enforce_eager": True},
+    )
+    try:
+        p = engine.template.render(
+            [{"role": "user", "content": "Describe the sea."}], add_generation_prompt=True
+        )
+        params = SamplingParams(max_tokens=16, temperature=0.7, seed=1)
+        # bfloat16 rounds each value to 2^-8 of itself: logits of size ≈20 move by ≈0.1, a log-probability by
+        # up to about twice that; the update below moves them by several units
+        for weights, other in ((base_dir, tmp_path / "tuned"), (tmp_path / "tuned", base_dir)):
+            engine.load_weights(weights)
+            [c] = asyncio.run(engine.sample([p], params))
+            for reference, near in ((weights, True), (other, False)):
+                trainer = _trainer_logprobs(reference, p, c.token_ids_T)
+                gap = max(abs(a - b) for a, b in zip(c.logprobs_T, trainer, strict=True))
+                assert gap < 0.3 if near else gap > 1.0, (weights.name, reference.name, gap)
+    finally:
+        engine.close()

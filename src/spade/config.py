@@ -77,6 +77,12 @@ class OpenAIConfig:
 class VLLMConfig:
     """The vllm backend: a vLLM engine inside the training process."""
 
+    dtype: Literal["model", "auto", "float32", "bfloat16", "float16"] = "model"
+    """Weight dtype of the engine: 'model' (model.dtype, the trainer's), 'auto' (bfloat16 on a CPU with
+    bf16 instructions, AVX512-BF16 or AMX, else model.dtype), or a dtype. Sampling below the trainer's
+    precision is safe: the trainer recomputes the log-probabilities it updates with, and their gap to the
+    engine's is the ``train/mismatch_kl`` metric. Embedded model on a 2-core AVX512-BF16 CPU: bfloat16
+    samples ≈1.6× faster than float32 and takes ≈0.4 GB less."""
     max_lora_rank: int = 0
     """Largest LoRA rank hot-loaded as an adapter; 0: no LoRA kernels, adapters merged on load."""
     kv_cache_gib: float = 2.0
@@ -797,13 +803,15 @@ CPU_TINY = TrainConfig(
     # decoding). 32-token KV blocks let the cache reuse all but the last few tokens of a turn's prompt.
     # Sampling and training take turns, so the engine runs inside the training process, on its threads:
     # one copy of the runtimes fewer (cpu_bind applies with --model.vllm.no-in-process). The KV cache's
-    # pages are taken as tokens fill it: 0.75 GiB (17k tokens) samples the 32 plays of a phase twice as
-    # fast as 0.375 GiB and costs 0.15–0.5 GB more at peak.
+    # pages are taken as tokens fill it: 0.75 GiB (17k float32 tokens) samples the 32 plays of a phase twice
+    # as fast as 0.375 GiB and costs 0.15–0.5 GB more at peak. The engine samples in bfloat16 where the CPU
+    # has bf16 instructions (≈1.6× the float32 speed on AVX512-BF16); the trainer stays in float32.
     model=ModelConfig(
         backend="vllm",
         max_context=2048,
         max_concurrency=48,
         vllm=VLLMConfig(
+            dtype="auto",
             kv_cache_gib=0.75,
             compile=False,
             block_size=32,

@@ -57,7 +57,8 @@ class VLLMPolicy:
 
     Args:
         model_dir: a model folder (see :func:`spade.backends.embedded.resolve_model`).
-        dtype: weight dtype name (``float32`` on CPU: bf16 kernels are slow on most CPUs).
+        dtype: weight dtype name (on CPU ``bfloat16`` only where the CPU has bf16 instructions, see
+            :func:`engine_dtype`; elsewhere its kernels are slow).
         max_context: context window; prompt + reply never exceed it (capped at the model's own limit).
         max_batch: most sequences the engine schedules at once.
         seed: seed of the policy's sampling stream for calls without ``params.seed``.
@@ -128,7 +129,7 @@ class VLLMPolicy:
         """A policy for ``cfg`` (``cfg.model`` resolved with :func:`resolve_model`)."""
         return cls(
             resolve_model(cfg.model),
-            dtype=cfg.dtype,
+            dtype=engine_dtype(cfg),
             max_context=cfg.max_context,
             max_batch=cfg.max_concurrency,
             seed=seed,
@@ -408,6 +409,20 @@ def _interruptible(engine: Any) -> Iterator[None]:
 def _model_limit(model_dir: Path, default: int) -> int:
     config = json.loads((model_dir / "config.json").read_text())
     return int(config.get("max_position_embeddings") or default)
+
+
+def engine_dtype(cfg: ModelConfig) -> str:
+    """The engine's weight dtype for ``cfg`` (``model.vllm.dtype`` with 'model' and 'auto' resolved)."""
+    choice = cfg.vllm.dtype
+    if choice == "model":
+        return cfg.dtype
+    if choice == "auto":
+        import torch  # noqa: PLC0415
+
+        on_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
+        fast_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+        return "bfloat16" if on_cpu and fast_bf16 else cfg.dtype
+    return choice
 
 
 def _check_prompt(n: int, params: SamplingParams, max_context: int) -> str | None:
