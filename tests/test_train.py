@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -31,8 +32,8 @@ from spade.credit import EnvStats, PendingCredit
 from spade.memory import EnvStatus, Memory
 from spade.rundir import RunDir
 from spade.sandbox import Limits
-from spade.train import LoopState, _choose_current, _remember, train
-from spade.types import EnvSource
+from spade.train import LoopState, PolicyFailedError, _choose_current, _remember, train
+from spade.types import Completion, EnvSource
 
 SCRIPTED_FLAGS = [
     "--model.backend", "scripted",
@@ -216,6 +217,27 @@ def test_the_engine_gives_back_its_cache_every_step(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(ScriptedPolicy, "release_memory", lambda self: calls.append(1), raising=False)
     rows = train(scripted_config(tmp_path, "valid", steps=3)).read_metrics()
     assert len(calls) == len(rows) == 3
+
+
+def test_a_step_whose_every_play_fails_in_the_model_stops_the_run_resumably(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken engine answers every request with an error: the run stops instead of training on nothing."""
+    from spade.backends.scripted import ScriptedPolicy  # noqa: PLC0415
+
+    cfg = scripted_config(tmp_path, "valid", steps=2)
+    train(dataclasses.replace(cfg, steps=1))
+    working = ScriptedPolicy.sample
+
+    async def broken(self: object, prompts: list[list[int]], params: object) -> list[Completion]:
+        return [Completion("", (), (), "error", error="engine died") for _ in prompts]
+
+    monkeypatch.setattr(ScriptedPolicy, "sample", broken)
+    with pytest.raises(PolicyFailedError, match=r"step 1: all 12 plays failed in the model.*engine died"):
+        train(cfg, resume=True, steps=2)
+    assert len(RunDir(cfg.run_dir).read_metrics()) == 1  # the failed step left nothing behind
+    monkeypatch.setattr(ScriptedPolicy, "sample", working)
+    assert [r["step"] for r in train(cfg, resume=True, steps=2).read_metrics()] == [0, 1]
 
 
 @pytest.mark.parametrize("setting", ["games", "tool_use"])

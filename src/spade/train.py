@@ -24,6 +24,7 @@ from spade import rewards as rw
 from spade.backends import policy_metrics
 from spade.config import TrainConfig
 from spade.credit import EnvStats, PendingCredit
+from spade.errors import SpadeError
 from spade.evals.intrain import TrainEval
 from spade.memory import EnvStatus, Memory
 from spade.memory_select import pool_batch
@@ -35,6 +36,14 @@ from spade.seeds import derive_rng, derive_seed
 from spade.types import PlayStatus, TrainSample, Trajectory
 
 Progress = Callable[[str], None]
+
+
+class PolicyFailedError(SpadeError):
+    """Every play of a step failed in the model: the engine is broken, and the step would train on nothing.
+
+    Raised before the step is recorded, so the run stops at its last checkpoint and ``--resume`` repeats the
+    step once the engine works (engines that fail one request at a time answer with error completions).
+    """
 
 
 @dataclass
@@ -100,6 +109,7 @@ def train(
         spade.stopping.Interrupted: a stop was requested (SIGINT/SIGTERM); the run is resumable.
         spade.rundir.RunLockedError: another process drives the run.
         spade.rundir.RunStateError: the run directory cannot be continued as it is (message: the way out).
+        PolicyFailedError: every play of a step failed in the model (a broken engine); the run is resumable.
 
     Under ``accelerate launch`` rank 0 runs the loop and the other ranks only train (:mod:`spade.distributed`).
     """
@@ -285,6 +295,12 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     levels = {procedural.env_id(k): v.level for k, v in state.levels.items()}
     trajectories = await _play(cfg, c, state.current, designed, step, levels=levels)
     row["time/play_s"] = time.perf_counter() - t0
+    failed = [t for t in trajectories if t.status is PlayStatus.MODEL_ERROR]
+    if failed and len(failed) == len(trajectories):
+        raise PolicyFailedError(
+            f"step {step}: all {len(failed)} plays failed in the model, so nothing was learned; the first "
+            f"error: {failed[0].error}. Check the model backend (--model.*)"
+        )
     c.record_plays(step, trajectories)
 
     agent_samples, agent_metrics, per_env = _score_agent(cfg, trajectories)
