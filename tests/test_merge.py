@@ -68,6 +68,24 @@ def test_other_adapters_are_merged_through_peft(tiny_dir: Path, tmp_path: Path) 
     assert all(torch.allclose(got[n], w, atol=1e-6) for n, w in expected.items())
 
 
+@pytest.mark.parametrize("dora", [False, True])
+def test_a_merge_is_written_in_the_engines_dtype(tiny_dir: Path, tmp_path: Path, dora: bool) -> None:
+    """A bfloat16 engine loads bfloat16 weights: the merge at full precision, rounded once when written."""
+    adapter = _adapter(tiny_dir, tmp_path / "adapter", use_dora=dora)
+    out = merge_adapter(tiny_dir, adapter, tmp_path / "merged", dtype=torch.bfloat16)
+    from safetensors.torch import load_file  # noqa: PLC0415
+
+    written = [t for f in out.glob("*.safetensors") for t in load_file(f).values()]
+    assert written
+    assert all(t.dtype == torch.bfloat16 for t in written)
+    expected, got = _peft_merged(tiny_dir, adapter), _loaded(out)
+    assert expected.keys() == got.keys()
+    for name, want in expected.items():
+        # rounding nearly equal float32 values may land one bfloat16 step apart
+        step = torch.finfo(torch.bfloat16).eps * want.abs().max()
+        assert torch.allclose(got[name].float(), want.to(torch.bfloat16).float(), rtol=0, atol=step)
+
+
 def test_an_adapter_for_another_model_is_refused(tiny_dir: Path, tmp_path: Path) -> None:
     from safetensors.torch import load_file, save_file  # noqa: PLC0415
 

@@ -126,9 +126,9 @@ def test_a_bfloat16_engine_samples_near_the_float32_trainer_and_takes_its_update
     base_dir = resolve_model("embedded")
     torch.manual_seed(0)
     lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-    get_peft_model(AutoModelForCausalLM.from_pretrained(base_dir), lora).merge_and_unload().save_pretrained(
-        tmp_path / "tuned"
-    )  # a float32 model folder, as the trainer's merged export
+    tuned = get_peft_model(AutoModelForCausalLM.from_pretrained(base_dir), lora)
+    tuned.save_pretrained(tmp_path / "adapter")  # what the trainer exports, merged by the engine in bfloat16
+    tuned.merge_and_unload().save_pretrained(tmp_path / "tuned")  # the float32 trainer's view of it
     engine = VLLMPolicy(
         base_dir,
         dtype="bfloat16",
@@ -146,8 +146,11 @@ def test_a_bfloat16_engine_samples_near_the_float32_trainer_and_takes_its_update
         params = SamplingParams(max_tokens=16, temperature=0.7, seed=1)
         # bfloat16 rounds each value to 2^-8 of itself: logits of size ≈20 move by ≈0.1, a log-probability by
         # up to about twice that; the update below moves them by several units
-        for weights, other in ((base_dir, tmp_path / "tuned"), (tmp_path / "tuned", base_dir)):
-            engine.load_weights(weights)
+        for load, weights, other in (
+            (base_dir, base_dir, tmp_path / "tuned"),
+            (tmp_path / "adapter", tmp_path / "tuned", base_dir),
+        ):
+            engine.load_weights(load)
             [c] = asyncio.run(engine.sample([p], params))
             for reference, near in ((weights, True), (other, False)):
                 trainer = _trainer_logprobs(reference, p, c.token_ids_T)

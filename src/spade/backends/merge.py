@@ -44,8 +44,18 @@ _PLAIN = {  # adapter_config.json fields that must keep these values (or be abse
 _EMPTY = ("modules_to_save", "rank_pattern", "alpha_pattern", "target_parameters", "layer_replication")
 
 
-def merge_adapter(base_dir: Path, adapter_dir: Path, out_dir: Path, *, shard_bytes: int = 64 << 20) -> Path:
+def merge_adapter(
+    base_dir: Path,
+    adapter_dir: Path,
+    out_dir: Path,
+    *,
+    shard_bytes: int = 64 << 20,
+    dtype: torch.dtype | None = None,
+) -> Path:
     """Write ``base + adapter`` (merged) as a model folder (config, sharded weights, index); returns ``out_dir``.
+
+    ``dtype``: write floating-point weights in this dtype (the loading engine's), after merging at the base's
+    precision; None keeps the base's.
 
     Raises:
         ValueError: an adapter tensor names no weight of the base model.
@@ -53,7 +63,7 @@ def merge_adapter(base_dir: Path, adapter_dir: Path, out_dir: Path, *, shard_byt
     base_dir, adapter_dir, out_dir = Path(base_dir), Path(adapter_dir), Path(out_dir)
     config = json.loads((adapter_dir / "adapter_config.json").read_text())
     if not _is_plain(config):
-        return _merge_with_peft(base_dir, adapter_dir, out_dir)
+        return _merge_with_peft(base_dir, adapter_dir, out_dir, dtype)
     deltas = _lora_pairs(adapter_dir)
     scale = config["lora_alpha"] / (config["r"] ** 0.5 if config.get("use_rslora") else config["r"])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -66,7 +76,7 @@ def merge_adapter(base_dir: Path, adapter_dir: Path, out_dir: Path, *, shard_byt
         if pair is not None:
             a, b = pair
             tensor.add_((scale * (b.to(torch.float32) @ a.to(torch.float32))).to(tensor.dtype))
-        writer.add(name, tensor)
+        writer.add(name, tensor.to(dtype) if dtype is not None and tensor.is_floating_point() else tensor)
     writer.close()
     if deltas:
         raise ValueError(f"{adapter_dir}: adapter weights for {sorted(deltas)[:3]} match no base weight")
@@ -154,11 +164,11 @@ class _ShardWriter:
         self.pending, self.pending_bytes = {}, 0
 
 
-def _merge_with_peft(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
+def _merge_with_peft(base_dir: Path, adapter_dir: Path, out_dir: Path, dtype: torch.dtype | None) -> Path:
     from peft import PeftModel  # noqa: PLC0415
     from transformers import AutoModelForCausalLM  # noqa: PLC0415
 
     base = AutoModelForCausalLM.from_pretrained(base_dir)
     merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
-    merged.save_pretrained(out_dir)
+    merged.to(dtype).save_pretrained(out_dir) if dtype is not None else merged.save_pretrained(out_dir)
     return out_dir

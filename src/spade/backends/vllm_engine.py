@@ -96,6 +96,7 @@ class VLLMPolicy:
         self.template = HFChatTemplate(self.tokenizer)
         self.max_context = min(max_context, _model_limit(self.model_dir, max_context))
         self.max_lora_rank = max_lora_rank
+        self.dtype = dtype
         self.in_process = in_process
         self.stop_ids = self.template.stop_token_ids()
         kwargs: dict[str, Any] = {
@@ -296,7 +297,11 @@ class VLLMPolicy:
     def _load_merged(self, path: Path) -> None:
         merged = Path(tempfile.mkdtemp(prefix="spade-merged-"))
         try:
-            merge_adapter(self.model_dir, path, merged)
+            import torch  # noqa: PLC0415
+
+            merge_adapter(
+                self.model_dir, path, merged, dtype=getattr(torch, self.dtype)
+            )  # the engine's dtype
             self._reload_full(merged)
         finally:
             shutil.rmtree(merged, ignore_errors=True)
