@@ -11,7 +11,7 @@ Small probes of the pieces `make train` is made of, on the embedded model, with 
 - the engine's start time and this process tree's peak memory.
 
     python bench/cpu_tiny.py [--json] [--backend hf|vllm] [--engine-dtype auto|float32|bfloat16] [--episodes 16]
-        [--designs 16] [--envs countdown ...]
+        [--designs 16] [--envs countdown ...] [--weights RUN/policy] [--vllm block_size=32 ...]
 
 Runs in one process (the engine is started once); figures are medians of nothing: one probe each, so rerun
 for noise on a shared machine.
@@ -25,6 +25,7 @@ import dataclasses
 import json
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from spade import designer, envs
@@ -100,6 +101,8 @@ def main() -> None:
     ap.add_argument("--backend", default=CPU_TINY.model.backend, choices=["hf", "vllm"])
     dtypes = ["model", "auto", "float32", "bfloat16"]
     ap.add_argument("--engine-dtype", default=CPU_TINY.model.vllm.dtype, choices=dtypes)
+    ap.add_argument("--weights", help="a policy folder to load first (a run's policy/: its trained adapter)")
+    ap.add_argument("--vllm", nargs="*", default=[], metavar="KEY=INT", help="VLLMConfig overrides")
     ap.add_argument("--episodes", type=int, default=16)
     ap.add_argument("--designs", type=int, default=0)
     ap.add_argument("--envs", nargs="*", default=list(envs.names("games")))
@@ -111,14 +114,20 @@ def main() -> None:
         model=dataclasses.replace(
             CPU_TINY.model,
             backend=args.backend,
-            vllm=dataclasses.replace(CPU_TINY.model.vllm, dtype=args.engine_dtype),
+            vllm=dataclasses.replace(
+                CPU_TINY.model.vllm,
+                dtype=args.engine_dtype,
+                **{k: int(v) for k, v in (kv.split("=") for kv in args.vllm)},
+            ),
         ),
         designer=dataclasses.replace(CPU_TINY.designer, max_tokens=args.design_tokens),
     )
-    out: dict[str, Any] = {"backend": args.backend, "engine_dtype": args.engine_dtype}
+    out: dict[str, Any] = {"backend": args.backend, "engine_dtype": args.engine_dtype, "vllm": args.vllm}
     t0 = time.perf_counter()
     policy = BatchingPolicy(make_policy(cfg.model, seed=0), max_batch=cfg.rollout.max_concurrent_plays)
     out["engine_start_s"] = round(time.perf_counter() - t0, 1)
+    if args.weights:
+        policy.load_weights(Path(args.weights))
     with Sandbox(limits=cfg.sandbox) as runner:
         for name in args.envs:
             for k in args.demos:
