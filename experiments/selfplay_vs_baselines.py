@@ -15,8 +15,10 @@ would hand SPADE its designer for free). ``--max-steps`` is only a cap; the budg
 
 **Held-out suites** (explicit and configurable; the table names each):
 ``envs-heldout-skills``: the seed environments whose skill the preset's ``designer.skills`` does not train,
-at the difficulty levels ``--difficulties`` (default: one above the level trained, ``play.difficulty``);
-``envs-trained-skills``: the other seed environments at those untrained levels; ``rg``: Reasoning-Gym tasks
+at the difficulty levels ``--difficulties`` (default: the level trained, ``play.difficulty``, and one above
+it; at 135M every policy scores 0 on level 1 of every game, so level 0 of the untrained skills is where
+transfer can show); ``envs-trained-skills``: the other seed environments at the untrained levels of those
+(at the trained level they are not held out at all, so there is no such suite); ``rg``: Reasoning-Gym tasks
 ``--rg-tasks`` (arithmetic and ordering, related to mathematical_reasoning/optimization/pattern_recognition;
 ``--rg-preset easy`` with ``--fewshot 1``: where the embedded model was measured at 0.09-0.19 on the
 arithmetic ones). Environments are played as training plays them (action format, demonstrations, turn and
@@ -151,7 +153,7 @@ def parse_plan(argv: Sequence[str]) -> Plan:
         a.budget, a.eval_episodes, a.eval_limit = min(a.budget, 4000), 1, 2
     if a.eval_every is None:
         a.eval_every = 0 if a.quick else 4
-    levels = a.difficulties or [heldout_level(cfg.play.difficulty)]
+    levels = a.difficulties or default_levels(cfg.play.difficulty)
     suites = heldout_suites(cfg, levels, a.heldout_envs, a)
     common = ("--episodes", str(a.eval_episodes), "--temperature", str(a.eval_temperature), "--seed", "0")
     # in-training evaluation (the curve) runs the RG suite only: spade.evals.intrain plays envs with the
@@ -176,6 +178,11 @@ def parse_plan(argv: Sequence[str]) -> Plan:
     )
 
 
+def default_levels(trained: int | None) -> list[int]:
+    """The trained level (for the untrained skills: held out in skill) and a level training does not play."""
+    return [heldout_level(trained)] if trained is None else [trained, heldout_level(trained)]
+
+
 def heldout_level(trained: int | None) -> int:
     """A difficulty level training does not play: one above the trained level (None: each environment's
     default, level 1 throughout the seed library), or one below the top level (2 of 0..2)."""
@@ -198,8 +205,11 @@ def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None,
     pool = f"fixed_pool trains on these environments at {played}: held out in level only"
     out = []
     for level in levels:
-        for label, group, what in (("envs-heldout-skills", held, "skills no mode trains (nor the default pool)"),
-                                   ("envs-trained-skills", rest, f"skills selfplay trains; {pool}")):  # fmt: skip
+        # at the trained level the trained skills' games are what training plays: not held out, no suite
+        groups = [("envs-heldout-skills", held, "skills no mode trains (nor the default pool)")]
+        if level != cfg.play.difficulty:
+            groups.append(("envs-trained-skills", rest, f"skills selfplay trains; {pool}"))
+        for label, group, what in groups:
             if group:
                 envs_args = (
                     "envs",

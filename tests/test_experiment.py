@@ -38,7 +38,8 @@ def test_experiment_end_to_end_on_the_scripted_backend(
     text = results.read_text()
     plan = exp.parse_plan(argv)
     labels = [s.label for s in plan.suites]
-    assert labels == ["envs-heldout-skills-d1", "envs-trained-skills-d1", "rg"]
+    # the trained level (0) for the untrained skills only, one level up for both
+    assert labels == ["envs-heldout-skills-d0", "envs-heldout-skills-d1", "envs-trained-skills-d1", "rg"]
     for suite in labels:
         for group in ("start", "selfplay", "fixed_pool"):
             assert f"| {suite} | {group} | " in text
@@ -104,6 +105,8 @@ def test_suites_hold_out_the_skills_and_levels_the_preset_does_not_train() -> No
     for mode in exp.MODES:  # every mode's command parses as spade train options (procedural included)
         cfg_m, _ = parse_config(exp.train_command(plan, mode, 0)[1:])
         assert (cfg_m.mode, cfg_m.seed, cfg_m.sampled_token_budget) == (mode, 0, plan.budget)
+    at_trained = exp.parse_plan(["--preset", "cpu-tiny", "--difficulties", "0"])  # the level training plays
+    assert [s.label for s in at_trained.suites] == ["envs-heldout-skills-d0", "rg"]  # its own games: no suite
     # the curve: the RG suite (in-training evaluation does not play envs as training plays them)
     assert plan.intrain_suites == (f"reasoning_gym:{plan.suites[-1].args[2]}",)
 
