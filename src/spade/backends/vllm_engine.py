@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -50,6 +51,7 @@ from spade.types import Completion, SamplingParams
 _ERROR_REASONS = {"abort", "error"}
 _BIND_VAR = "VLLM_CPU_OMP_THREADS_BIND"
 _PROCESSES_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
+_LOADER_LOG = "vllm.model_executor.models.utils"
 
 
 class VLLMPolicy:
@@ -116,6 +118,7 @@ class VLLMPolicy:
         if max_lora_rank > 0:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
         kwargs.update(engine_kwargs or {})
+        logging.getLogger(_LOADER_LOG).addFilter(_quiet_narrowing)  # in this process (in_process: all of it)
         with _in_process() if in_process else _cpu_binding(cpu_bind):
             self.llm = LLM(**kwargs)
         self._lock = threading.Lock()
@@ -414,6 +417,12 @@ def _interruptible(engine: Any) -> Iterator[None]:
 def _model_limit(model_dir: Path, default: int) -> int:
     config = json.loads((model_dir / "config.json").read_text())
     return int(config.get("max_position_embeddings") or default)
+
+
+def _quiet_narrowing(record: logging.LogRecord) -> bool:
+    """Drop vllm's "Attempted to load weight ... with dtype" warnings: loading float32 files into a bfloat16
+    engine is what ``model.vllm.dtype`` asks for, and vllm says so once per tensor (≈120 lines a load)."""
+    return not str(record.msg).startswith("Attempted to load weight %s with dtype")
 
 
 def engine_dtype(cfg: ModelConfig) -> str:
