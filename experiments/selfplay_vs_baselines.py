@@ -17,8 +17,8 @@ would hand SPADE its designer for free). ``--max-steps`` is only a cap; the budg
 ``envs-heldout-skills``: the seed environments whose skill the preset's ``designer.skills`` does not train,
 at the difficulty levels ``--difficulties`` (default: the level trained, ``play.difficulty``, and one above
 it; at 135M every policy scores 0 on level 1 of every game, so level 0 of the untrained skills is where
-transfer can show); ``envs-trained-skills``: the other seed environments at the untrained levels of those
-(at the trained level they are not held out at all, so there is no such suite); ``rg``: Reasoning-Gym tasks
+transfer can show); ``envs-trained-skills``: the other seed environments, at those levels but the trained
+one (there they are what training plays); ``rg``: Reasoning-Gym tasks
 ``--rg-tasks`` (arithmetic and ordering, related to mathematical_reasoning/optimization/pattern_recognition;
 ``--rg-preset easy`` with ``--fewshot 1``: where the embedded model was measured at 0.09-0.19 on the
 arithmetic ones). Environments are played as training plays them (action format, demonstrations, turn and

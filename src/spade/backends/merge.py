@@ -170,5 +170,7 @@ def _merge_with_peft(base_dir: Path, adapter_dir: Path, out_dir: Path, dtype: to
 
     base = AutoModelForCausalLM.from_pretrained(base_dir)
     merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
-    merged.to(dtype).save_pretrained(out_dir) if dtype is not None else merged.save_pretrained(out_dir)
+    if dtype is not None:
+        merged = merged.to(dtype)
+    merged.save_pretrained(out_dir)
     return out_dir

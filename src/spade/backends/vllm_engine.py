@@ -298,13 +298,11 @@ class VLLMPolicy:
         self._lora = request
 
     def _load_merged(self, path: Path) -> None:
-        merged = Path(tempfile.mkdtemp(prefix="spade-merged-"))
-        try:
-            import torch  # noqa: PLC0415
+        import torch  # noqa: PLC0415
 
-            merge_adapter(
-                self.model_dir, path, merged, dtype=getattr(torch, self.dtype)
-            )  # the engine's dtype
+        merged = Path(tempfile.mkdtemp(prefix="spade-merged-"))
+        try:  # written in the engine's dtype: nothing to convert on load
+            merge_adapter(self.model_dir, path, merged, dtype=getattr(torch, self.dtype))
             self._reload_full(merged)
         finally:
             shutil.rmtree(merged, ignore_errors=True)
