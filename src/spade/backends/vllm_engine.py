@@ -298,11 +298,11 @@ class VLLMPolicy:
         self._lora = request
 
     def _load_merged(self, path: Path) -> None:
-        import torch  # noqa: PLC0415
+        from spade.backends.hf import DTYPES  # noqa: PLC0415
 
         merged = Path(tempfile.mkdtemp(prefix="spade-merged-"))
         try:  # written in the engine's dtype: nothing to convert on load
-            merge_adapter(self.model_dir, path, merged, dtype=getattr(torch, self.dtype))
+            merge_adapter(self.model_dir, path, merged, dtype=DTYPES[self.dtype])
             self._reload_full(merged)
         finally:
             shutil.rmtree(merged, ignore_errors=True)
@@ -431,7 +431,9 @@ def engine_dtype(cfg: ModelConfig) -> str:
     if choice == "auto":
         import torch  # noqa: PLC0415
 
-        on_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
+        from spade.backends.hf import pick_device  # noqa: PLC0415
+
+        on_cpu = pick_device(cfg.device).type == "cpu"
         fast_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
         return "bfloat16" if on_cpu and fast_bf16 else cfg.dtype
     return choice
