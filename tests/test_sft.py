@@ -249,6 +249,19 @@ def test_a_run_warms_up_once_and_reports_it_in_step_zero(tmp_path: Path) -> None
     assert len(list((tmp_path / ".sft-cache").iterdir())) == 2
 
 
+def test_the_cache_key_covers_the_source_of_every_game_the_warm_start_imitates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = _cfg(episodes=4)
+    key = sft.cache_key(cfg)
+    for name in ("countdown", "seating"):  # countdown is no logical_deduction seed: not imitated
+        spec = envs.spec(name)
+        edited = tmp_path / f"{name}.py"
+        edited.write_text(spec.source() + "\n# edited\n")
+        monkeypatch.setitem(envs._REGISTRY, name, dataclasses.replace(spec, source_path=edited))
+        assert (sft.cache_key(cfg) == key) == (name == "countdown")
+
+
 @pytest.mark.slow
 def test_the_real_trainer_fits_the_scripted_replies(tmp_path: Path) -> None:
     """On a real (tiny, random) model the replies' loss falls over the warm start's epochs."""

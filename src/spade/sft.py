@@ -22,8 +22,9 @@ the game played at ``play.difficulty`` and that the checker accepts; other edits
 plays, or with text that does not parse.
 
 A warm start depends only on the model, the ``sft``, ``play``, ``trainer``, ``designer`` and ``checker``
-settings and the seed, so its result is kept under ``<runs_dir>/.sft-cache/<key>`` and reused by any run
-that would repeat it (the modes of an experiment that share a seed, a run started over).
+settings, the seed and the sources of the games it imitates, so its result is kept under
+``<runs_dir>/.sft-cache/<key>`` and reused by any run that would repeat it (the modes of an experiment that
+share a seed, a run started over).
 """
 
 from __future__ import annotations
@@ -214,8 +215,10 @@ async def warm_start(
 
 
 def cache_key(cfg: TrainConfig) -> str:
-    """What a warm start's result depends on, hashed."""
+    """What a warm start's result depends on, hashed: the settings and the source of every game it imitates."""
+    games = sorted({*env_names(cfg), *designer_games(cfg)} if cfg.sft.designs else env_names(cfg))
     inputs = {
+        "games": {name: hashlib.sha256(envs.spec(name).source().encode()).hexdigest() for name in games},
         "model": cfg.model.model,
         "dtype": cfg.model.dtype,
         "sft": to_dict(cfg.sft),
