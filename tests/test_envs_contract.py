@@ -284,3 +284,19 @@ def test_random_policy_rarely_wins(name: str, level: int, policy: Policy, episod
     rate, wins = win_rate(name, level, policy, episodes, policy.__name__)
     assert rate < MAX_RANDOM_WIN_RATE, f"a random policy wins {rate:.0%} of episodes"
     assert all(steps >= MIN_WIN_STEPS for steps in wins), f"a random policy won in {min(wins)} steps"
+
+
+# -- per-game details ---------------------------------------------------------------------------------------
+def test_seating_states_the_clues_once() -> None:
+    """Later observations show the seats, the names and the turns left; the clues stay in the first one."""
+    env = spade.envs.make("seating")
+    first, _ = env.reset(seed=3, options={"difficulty": 0})
+    clues = re.findall(r"^\d+\. .+$", first, re.MULTILINE)
+    answer = env.solution()
+    later = [env.step("\\boxed{nobody}")[0], env.step(answer[0])[0]]
+    assert clues
+    for obs in later:
+        assert not any(clue in obs for clue in clues)
+        assert all(name in obs for name in answer)
+        assert "Turns left:" in obs
+    assert f"seat 1: {answer[0]}; seat 2: ?" in later[1]

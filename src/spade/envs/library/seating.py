@@ -116,16 +116,26 @@ class SeatingEnv(TextEnv):
         return [text for text, _ in chosen]
 
     def _observe(self, event: str, this_turn: int = 1) -> str:
-        """The state as text; ``this_turn`` is 1 inside step (end_turn is about to count it), 0 at reset."""
+        """The state as text; ``this_turn`` is 1 inside step (end_turn is about to count it), 0 at reset.
+
+        The first observation states the puzzle; later ones show what changed (the seats filled so far and
+        the next question): the clues stay in the conversation, and restating them every turn would make
+        each turn's text several times longer.
+        """
         n = len(self.answer)
         known = [f"seat {k + 1}: {self.answer[k] if k < self.seated else '?'}" for k in range(n)]
-        clues = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(self.clues))
+        puzzle = ""
+        if this_turn == 0:
+            clues = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(self.clues))
+            puzzle = (
+                f"{n} people sit in a row of seats numbered 1 (left) to {n} (right): "
+                f"{', '.join(self.people)}.\nClues:\n{clues}\n"
+            )
         return (
-            f"{event}\n{n} people sit in a row of seats numbered 1 (left) to {n} (right): "
-            f"{', '.join(self.people)}.\nClues:\n{clues}\n"
+            f"{event}\n{puzzle}"
             f"Seats so far: {'; '.join(known)}\n"
-            f"Who sits in seat {self.seated + 1}? Answer with one name in \\boxed{{}}. "
-            "A wrong name ends the game.\n"
+            f"Who sits in seat {self.seated + 1}? Answer with one name ({', '.join(self.people)}) in "
+            "\\boxed{}. A wrong name ends the game.\n"
             f"Turns left: {self.turns_left - this_turn}"
         )
 
