@@ -1,17 +1,21 @@
 """Time and peak memory of one GRPO train step (default: 4 sequences × 256 tokens, LoRA rank 8).
 
     .venv/bin/python bench/train_step.py [--lora-rank 8] [--seqs 4] [--tokens 256] [--steps 3] [--json]
-        [--turns N]
+        [--turns] [--autocast] [--cpu-tiny]
 
 Peak memory is the process's peak RSS on CPU (model, optimiser and activations included) or the peak CUDA
 allocation on GPU. With ``--turns N`` the sequences look like N-turn games (8-token replies after 56-token
 observations, i.e. 1/8 of the tokens carry the loss), and the step is also timed with the vocabulary head
-applied at every position (the trainer before it kept only the loss positions), as the baseline.
+applied at every position (the trainer before it kept only the loss positions), as the baseline. With
+``--autocast`` the same steps are also timed under ``trainer.autocast=bfloat16`` (float32 is the baseline);
+``--cpu-tiny`` takes the cpu-tiny preset's trainer settings (LoRA rank 8, gradient checkpointing, compact
+heap, 512-token micro-batches). Peak memory is the process's, so it covers every configuration timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import statistics
@@ -20,7 +24,7 @@ import torch
 
 from spade.backends import trainer as trainer_module
 from spade.backends.trainer import TorchTrainer
-from spade.config import ModelConfig, TrainerConfig
+from spade.config import CPU_TINY, ModelConfig, TrainerConfig
 from spade.types import TrainSample
 
 
@@ -46,9 +50,13 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--turns", action="store_true", help="multi-turn masks; also time the full head")
+    parser.add_argument("--autocast", action="store_true", help="also time the step in bfloat16 autocast")
+    parser.add_argument("--cpu-tiny", action="store_true", help="the cpu-tiny preset's trainer settings")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     cfg = TrainerConfig(lr=1e-5, lora_rank=args.lora_rank, lora_alpha=2 * max(args.lora_rank, 1))
+    if args.cpu_tiny:
+        cfg = dataclasses.replace(CPU_TINY.trainer, autocast="off")
     trainer = TorchTrainer(cfg, ModelConfig(model=args.model, device=args.device))
 
     def timed() -> tuple[float, float]:
@@ -63,7 +71,7 @@ def main() -> None:
     step_s, peak = timed()
     result: dict[str, object] = {
         "device": str(trainer.device),
-        "mode": f"lora r{args.lora_rank}" if args.lora_rank else "full",
+        "mode": f"lora r{cfg.lora_rank}" if cfg.lora_rank else "full",
         "batch": f"{args.seqs}x{args.tokens}",
         "step_s_median": round(step_s, 2),
         "peak_mem_mb": round(peak, 1),
@@ -76,6 +84,14 @@ def main() -> None:
         finally:
             trainer_module._loss_positions = kept
         result.update(full_head_step_s_median=round(full_s, 2), speedup=round(full_s / step_s, 2))
+    if args.autocast:
+        trainer.autocast = torch.bfloat16
+        autocast_s, peak = timed()
+        result.update(
+            autocast_step_s_median=round(autocast_s, 2),
+            autocast_speedup=round(step_s / autocast_s, 2),
+            peak_mem_mb=round(peak, 1),
+        )
     if args.json:
         print(json.dumps(result))
     else:

@@ -392,6 +392,10 @@ class TrainerConfig:
     """AdamW betas."""
     tis_fresh: bool = False
     """Also importance-correct fresh samples (engine/trainer mismatch), not only stale ones."""
+    autocast: Literal["off", "auto", "bfloat16"] = "off"
+    """Compute the forward and backward passes' matrix products in bfloat16 (torch.autocast) while the weights,
+    gradients, optimiser and log-softmax stay in ``model.dtype``: 'auto' is bfloat16 on a CPU with bf16
+    instructions (AVX512-BF16 or AMX) and off elsewhere. Used only when ``model.dtype`` is float32."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -855,6 +859,7 @@ CPU_TINY = TrainConfig(
     # hurt (every floored regret 0) still ranks its designs, so the designer learns at every regeneration.
     reward=RewardConfig(delay=3, rate_measure="mean_return"),
     # Checkpointed layers and a compact heap: a step's peak near its live tensors (≈1.4× the step time).
+    # Products in bfloat16 where the CPU has bf16 instructions: a step of 8 × 512 tokens in 32 s, not 63.
     trainer=TrainerConfig(
         lr=1e-4,
         lora_rank=8,
@@ -862,6 +867,7 @@ CPU_TINY = TrainConfig(
         micro_batch_tokens=512,
         gradient_checkpointing=True,
         compact_heap=True,
+        autocast="auto",
     ),
     memory=MemoryConfig(capacity=50),
     # Imitating 16 binary-search games (2 passes, ~2 min) takes the lock's win rate from ~0 to above 0, not

@@ -15,6 +15,10 @@ Gradient checkpointing (``gradient_checkpointing``) recomputes each decoder laye
 transformers only checkpoints layers in training mode, so the decoder layers alone are flagged as training:
 their dropout-bearing submodules stay in eval mode, and the recomputed pass is the forward pass.
 
+Mixed precision (``autocast``): the passes run under ``torch.autocast`` in bfloat16 while the weights,
+gradients and AdamW stay float32 and log-softmax is taken in float32 (``spade.grpo.token_logprobs``), the
+usual mixed-precision split; on a CPU with bf16 instructions it halves the time of a step's matrix products.
+
 Reference model for the KL penalty: only built when ``kl_coef > 0``; with LoRA it is the same base with the
 adapters disabled (no copy), in full fine-tuning a frozen copy of the initial weights.
 
@@ -52,7 +56,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from spade.backends.embedded import resolve_model
-from spade.backends.hf import DTYPES, pick_device
+from spade.backends.hf import DTYPES, fast_bf16, pick_device
 from spade.config import ModelConfig, TrainConfig, TrainerConfig
 from spade.distributed import full_state, load_full_state
 from spade.grpo import ClipConfig, LossParts, grpo_loss_parts, token_logprobs
@@ -102,6 +106,7 @@ class TorchTrainer:
         self.accelerator = _make_accelerator(cpu=model.device == "cpu") if use_accelerate else None
         self.device = self.accelerator.device if self.accelerator is not None else pick_device(model.device)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self.autocast = autocast_dtype(cfg, model, self.device)
         base: Any = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=DTYPES[model.dtype])
         base = base.to(self.device)
         self.lora = cfg.lora_rank > 0
@@ -292,7 +297,8 @@ class TorchTrainer:
         with torch.no_grad():
             for sample in samples:
                 ids = torch.tensor([sample.tokens_T], device=self.device)
-                logits = self.model(input_ids=ids).logits
+                with self._autocast():
+                    logits = self.model(input_ids=ids).logits
                 out.append(token_logprobs(logits[:, :-1], ids[:, 1:])[0].tolist())
         return out
 
@@ -303,8 +309,9 @@ class TorchTrainer:
             [1.0 if (s.staleness > 0 or self.cfg.tis_fresh) else 0.0 for s in batch], device=self.device
         )
         keep = _loss_positions(mask)
-        new = _logprobs_at(self.model, ids, attention, keep)
-        ref = self._reference_logprobs(ids, attention, keep) if self.cfg.kl_coef > 0.0 else None
+        with self._autocast():  # the backward pass then runs each product in the dtype of its forward
+            new = _logprobs_at(self.model, ids, attention, keep)
+            ref = self._reference_logprobs(ids, attention, keep) if self.cfg.kl_coef > 0.0 else None
         part = grpo_loss_parts(
             new,
             new.detach(),
@@ -332,6 +339,11 @@ class TorchTrainer:
                 with self._unwrapped().disable_adapter():
                     return _logprobs_at(self.model, ids, attention, keep)
             return _logprobs_at(self.reference, ids, attention, keep)
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast)
 
     def _clip_and_step(self) -> float:
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -406,6 +418,15 @@ def _make_accelerator(*, cpu: bool) -> Any:
     # default collective timeout (10-30 min) would kill them. A crashed rank still ends the launch at once.
     timeout = InitProcessGroupKwargs(timeout=datetime.timedelta(hours=FOLLOWER_WAIT_HOURS))
     return Accelerator(cpu=cpu, kwargs_handlers=[timeout])
+
+
+def autocast_dtype(cfg: TrainerConfig, model: ModelConfig, device: torch.device) -> torch.dtype | None:
+    """The dtype the trainer's passes compute in under ``trainer.autocast`` (None: the weights' own)."""
+    if model.dtype != "float32" or cfg.autocast == "off":
+        return None
+    if cfg.autocast == "auto" and not fast_bf16(device):
+        return None
+    return torch.bfloat16
 
 
 def _checkpoint_layers(model: Any) -> None:

@@ -429,13 +429,9 @@ def engine_dtype(cfg: ModelConfig) -> str:
     if choice == "model":
         return cfg.dtype
     if choice == "auto":
-        import torch  # noqa: PLC0415
+        from spade.backends.hf import fast_bf16, pick_device  # noqa: PLC0415
 
-        from spade.backends.hf import pick_device  # noqa: PLC0415
-
-        on_cpu = pick_device(cfg.device).type == "cpu"
-        fast_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-        return "bfloat16" if on_cpu and fast_bf16 else cfg.dtype
+        return "bfloat16" if fast_bf16(pick_device(cfg.device)) else cfg.dtype
     return choice
 
 
