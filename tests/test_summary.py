@@ -15,7 +15,7 @@ def test_summary_compares_first_and_last_third() -> None:
          "designer/valid_rate": 0.5, "speed/sampled_tokens_per_s": 100.0, "resources/peak_rss_gb": 2.5},
         {"step": 1, "agent/win_rate": 0.2, "agent/return_mean": 0.3, "designer/credited": 4.0,
          "designer/samples_kept": 3.0, "designer/regret_mean": 0.25, "designer/regret_measured": 2.0,
-         "agent/win_rate_hint": 0.4},
+         "designer/regret_min": -0.25, "designer/regret_max": 0.75, "agent/win_rate_hint": 0.4},
         {"step": 2, "agent/win_rate": 0.6, "agent/return_mean": 0.7, "resources/peak_rss_gb": 3.0},
         {"step": 3, "eval/reasoning_gym/score": 0.2},  # the final evaluation's row: not a step
     ]  # fmt: skip
@@ -25,7 +25,7 @@ def test_summary_compares_first_and_last_third() -> None:
     assert "2/4 designs valid (0.50)" in text
     assert "win rate 0.10 in the first third -> 0.60 in the last third" in text
     assert "samples trained per regeneration [3]" in text
-    assert "mean regret +0.250 (2 environments measured)" in text
+    assert "mean regret +0.250 (2 environments measured, from -0.25 to +0.75)" in text
     assert "3.00 GB" in text
     assert run_summary([]) == ["No step finished: nothing to summarise."]
 

@@ -17,6 +17,13 @@ def _fmt(value: float | None, spec: str = ".2f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+def _regret_range(rows: Sequence[dict[str, Any]]) -> str:
+    """The measured environments' regrets as ", from LOW to HIGH" (a mean of 0 may be +x and -x)."""
+    lows = [float(r["designer/regret_min"]) for r in rows if "designer/regret_min" in r]
+    highs = [float(r["designer/regret_max"]) for r in rows if "designer/regret_max" in r]
+    return f", from {min(lows):+.2f} to {max(highs):+.2f}" if lows and highs else ""
+
+
 def thirds(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The first and the last third of the rows (at least one row each when there are rows)."""
     k = max(1, len(rows) // 3)
@@ -46,7 +53,9 @@ def run_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
         f"  designer: {valid}/{designs} designs valid ({_fmt(valid / designs if designs else None)}) over "
         f"{len(regen)} regenerations; samples trained per regeneration {kept or 'none'}; "
         f"mean regret {_fmt(_mean(credited, 'designer/regret_mean'), '+.3f')} "
-        f"({sum(int(r.get('designer/regret_measured', 0)) for r in credited)} environments measured)",
+        f"({sum(int(r.get('designer/regret_measured', 0)) for r in credited)} environments measured"
+        + _regret_range(credited)
+        + ")",
         f"  agent: win rate {_fmt(_mean(first, 'agent/win_rate'))} in the first third -> "
         f"{_fmt(_mean(last, 'agent/win_rate'))} in the last third; with hint "
         f"{_fmt(_mean(rows, 'agent/win_rate_hint'))} vs without {_fmt(_mean(rows, 'agent/win_rate'))}"

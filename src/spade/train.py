@@ -497,6 +497,7 @@ def _score_designer(
     }
     if measured:  # absent rather than 0 when no hint was accepted and played
         metrics["designer/regret_mean"] = _mean(measured)
+        metrics["designer/regret_min"], metrics["designer/regret_max"] = min(measured), max(measured)
     n_designer = max(1, cfg.designer.envs_per_regen)
     scale = rw.designer_scale(
         max(n_agent, 1), n_designer, cfg.designer.regen_interval, cfg.reward.designer_scale_cap
