@@ -8,7 +8,7 @@ computes the rest (the new observation and the last, partly filled, KV block) an
 - decode: milliseconds per engine step at that batch, from the same call with ``--decode`` more tokens.
 
 Each is the median of ``--repeats`` rounds after one warm-up round, with cpu-tiny's engine settings (block
-size, KV cache, batched tokens, dtype ``auto``) unless overridden.
+size, KV cache, batched tokens, dtype ``auto``).
 
     python bench/engine_turn.py [--json] [--contexts 64 300 700] [--batch 16] [--new 48] [--decode 12]
 """
@@ -64,13 +64,11 @@ def main() -> None:
             if rep and longest > 1:
                 prefill.append(args.batch * args.new / one)
                 step.append((full - one) / (longest - 1) * 1000)
-        figures[f"prefill_tok_s_ctx{context}"] = round(statistics.median(prefill), 1)
-        figures[f"decode_step_ms_ctx{context}"] = round(statistics.median(step), 1)
+        rate, ms = round(statistics.median(prefill), 1), round(statistics.median(step), 1)
+        figures[f"prefill_tok_s_ctx{context}"], figures[f"decode_step_ms_ctx{context}"] = rate, ms
         if not args.json:
             print(
-                f"context {context:5d}: prefill {figures[f'prefill_tok_s_ctx{context}']:7.1f} tok/s, "
-                f"decode {figures[f'decode_step_ms_ctx{context}']:6.1f} ms/step at batch {args.batch}",
-                flush=True,
+                f"context {context:5d}: prefill {rate:7.1f} tok/s, decode {ms:6.1f} ms/step at batch {args.batch}"
             )
     policy.close()
     if args.json:
