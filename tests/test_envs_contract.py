@@ -300,3 +300,20 @@ def test_seating_states_the_clues_once() -> None:
         assert all(name in obs for name in answer)
         assert "Turns left:" in obs
     assert f"seat 1: {answer[0]}; seat 2: ?" in later[1]
+
+
+def test_seating_retry_states_only_the_question() -> None:
+    """A reply that seats nobody changes nothing, so the next observation does not show the seats again."""
+    env = spade.envs.make("seating")
+    env.reset(seed=3, options={"difficulty": 0})
+    answer = env.solution()
+    env.step(answer[0])
+    retries = [env.step("\\boxed{\\boxed{")[0], env.step(answer[0])[0]]
+    for obs, left in zip(retries, (4, 3), strict=True):
+        assert "Seats so far" not in obs
+        assert "seat 2 (" in obs
+        assert all(name in obs for name in answer)
+        assert obs.endswith(f"Turns left: {left}")
+    assert retries[1].startswith(f"{answer[0]} is already seated")
+    _, reward, terminated, _, _ = env.step(answer[1])
+    assert (reward, terminated) == (0.1, False)

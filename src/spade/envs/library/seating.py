@@ -120,7 +120,7 @@ class SeatingEnv(TextEnv):
 
         The first observation states the puzzle; later ones show what changed (the seats filled so far and
         the next question): the clues stay in the conversation, and restating them every turn would make
-        each turn's text several times longer.
+        each turn's text several times longer. A reply that seats nobody gets :meth:`_retry` instead.
         """
         n = len(self.answer)
         known = [f"seat {k + 1}: {self.answer[k] if k < self.seated else '?'}" for k in range(n)]
@@ -139,14 +139,21 @@ class SeatingEnv(TextEnv):
             f"Turns left: {self.turns_left - this_turn}"
         )
 
+    def _retry(self, event: str) -> str:
+        """The reply to a turn that seats nobody: the seats and the question stand as the last turn stated them."""
+        return (
+            f"{event} for seat {self.seated + 1} ({', '.join(self.people)}) in \\boxed{{}}. "
+            f"Turns left: {self.turns_left - 1}"
+        )
+
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         text = clean(action)
         named = [p for p in self.people if re.search(rf"\b{p.lower()}\b", text)]
         if len(named) != 1:
-            return self.end_turn(self._observe("Please answer with exactly one of the names."))
+            return self.end_turn(self._retry("Please answer with exactly one name"))
         person, seat = named[0], self.seated + 1
         if person in self.answer[: self.seated]:
-            return self.end_turn(self._observe(f"{person} is already seated. Name someone else."))
+            return self.end_turn(self._retry(f"{person} is already seated; name someone else"))
         if person != self.answer[self.seated]:
             return self.end_turn(
                 f"No: {person} cannot sit in seat {seat} given the clues. You lose.", 0.0, True
