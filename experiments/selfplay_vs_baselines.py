@@ -1,7 +1,7 @@
 """SPADE against its baselines at an equal sampled-token budget, evaluated on held-out suites.
 
 One command trains, from the same starting model, every mode in ``--modes`` (``selfplay`` = SPADE,
-``fixed_pool`` = the agent alone on the seed environments of ``designer.skills``, ``procedural`` = the
+``fixed_pool`` = the agent alone on the seed environments training starts from, ``procedural`` = the
 agent alone on Reasoning-Gym tasks with an adaptive difficulty controller) with every seed in ``--seeds``;
 evaluates the starting model and every final policy with ``spade eval`` on held-out suites; compares them
 with paired bootstrap intervals; and writes ``docs/results.md`` (``--results``) with curve images
@@ -17,14 +17,13 @@ would hand SPADE its designer for free). ``--max-steps`` is only a cap; the budg
 ``envs-heldout-skills``: the seed environments whose skill the preset's ``designer.skills`` does not train,
 at the difficulty levels ``--difficulties`` (default: the level trained, ``play.difficulty``, and one above
 it; at 135M every policy scores 0 on level 1 of every game, so level 0 of the untrained skills is where
-transfer can show); ``envs-trained-skills``: the other seed environments, at those levels but the trained
-one (there they are what training plays); ``rg``: Reasoning-Gym tasks
+transfer can show); ``envs-trained-skills``: the seed environments training plays (``designer.seeds``, else
+every seed of the trained skills), at those levels but the trained one; ``rg``: Reasoning-Gym tasks
 ``--rg-tasks`` (arithmetic and ordering, related to mathematical_reasoning/optimization/pattern_recognition;
 ``--rg-preset easy`` with ``--fewshot 1``: where the embedded model was measured at 0.09-0.19 on the
 arithmetic ones). Environments are played as training plays them (action format, demonstrations, turn and
-token budgets of ``play.*``). The
-default fixed pool is the seed environments of ``designer.skills``, so for ``fixed_pool`` the trained-skill
-suite is held out in level only; ``procedural`` trains on ``procedural.tasks``, which share the arithmetic
+token budgets of ``play.*``). The default fixed pool is those seed environments, so for ``fixed_pool`` the
+trained-skill suite is held out in level only; ``procedural`` trains on ``procedural.tasks``, which share the arithmetic
 tasks with ``rg`` (other seeds). The report's suite table says this for each suite.
 
 **Curves**: designer validity, win rate with and without the hint, regret, and the ``rg`` suite's score over
@@ -197,11 +196,13 @@ def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None,
     trained = set(cfg.designer.skills)
     library = envs.names(cfg.designer.setting)
     held = list(names) if names is not None else [n for n in library if envs.spec(n).skill not in trained]
+    # the games training plays: designer.seeds, else every seed of the trained skills
     rest = [n for n in library if n not in held and envs.spec(n).skill in trained]
+    rest = [n for n in rest if n in cfg.designer.seeds] if cfg.designer.seeds else rest
     played = (
         "each environment's default level" if cfg.play.difficulty is None else f"level {cfg.play.difficulty}"
     )
-    # the default fixed pool is the seed environments of designer.skills (spade.phases._pool)
+    # the default fixed pool is those games (spade.phases._pool)
     pool = f"fixed_pool trains on these environments at {played}: held out in level only"
     out = []
     for level in levels:

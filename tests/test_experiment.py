@@ -40,6 +40,8 @@ def test_experiment_end_to_end_on_the_scripted_backend(
     labels = [s.label for s in plan.suites]
     # the trained level (0) for the untrained skills only, one level up for both
     assert labels == ["envs-heldout-skills-d0", "envs-heldout-skills-d1", "envs-trained-skills-d1", "rg"]
+    trained = plan.suites[2].args
+    assert trained[trained.index("--tasks") + 1] == "combination_lock"  # the preset's designer.seeds
     for suite in labels:
         for group in ("start", "selfplay", "fixed_pool"):
             assert f"| {suite} | {group} | " in text
@@ -86,7 +88,8 @@ def test_suites_hold_out_the_skills_and_levels_the_preset_does_not_train() -> No
     trained = plan.suites[1].args[2].split(",")
     assert {envs.spec(n).skill for n in held}.isdisjoint(cfg.designer.skills)
     assert {envs.spec(n).skill for n in trained} <= set(cfg.designer.skills)
-    assert sorted(held + trained) == sorted(envs.names("games"))
+    assert trained == list(cfg.designer.seeds) == ["combination_lock"]  # what training plays
+    assert sorted(held + trained + ["seating"]) == sorted(envs.names("games"))  # seating: nobody plays it
     assert "skills no mode trains" in plan.suites[0].note
     assert "fixed_pool trains on these environments at level 0" in plan.suites[1].note
     played = tyro.cli(EvalArgs, args=list(plan.suites[0].args))  # envs are played as training plays them

@@ -435,6 +435,7 @@ def test_warm_start_takes_only_the_seeds_of_the_trained_skills() -> None:
     sources = seed_sources("games", ("logical_deduction",))
     assert {s.env_id for s in sources} == {"seed:combination_lock", "seed:seating"}
     assert {s.skill for s in sources} == {"logical_deduction"}
+    assert [s.env_id for s in seed_sources("games", ("logical_deduction",), ("seating",))] == ["seed:seating"]
 
 
 # -- fixed pools -------------------------------------------------------------------------------------------

@@ -53,7 +53,8 @@ def _cfg(**sft_fields: Any) -> TrainConfig:
 
 def test_episodes_come_from_the_trained_skills_seeds_on_unplayed_seeds() -> None:
     cfg = _cfg(episodes=6)
-    assert sft.env_names(cfg) == ["combination_lock", "seating"]  # the logical_deduction seeds
+    # the logical_deduction seeds, seating too where designer.seeds starts the archive from the lock only
+    assert sft.env_names(cfg) == sft.designer_games(cfg) == ["combination_lock", "seating"]
     assert sft.env_names(dataclasses.replace(cfg, sft=SFTConfig(envs=("countdown",)))) == ["countdown"]
 
     async def run() -> tuple[list[tuple[str, Demo]], int]:
@@ -214,6 +215,9 @@ def test_bad_sft_settings_are_config_errors() -> None:
         validate(_cfg(episodes=2, envs=("no_such_game",)))
     with pytest.raises(ConfigError, match=r"sft\.envs"):
         validate(_cfg(episodes=2, envs=("company_directory",)))  # a tool environment: no boxed script
+    other_skill = dataclasses.replace(CPU_TINY.designer, seeds=("seating", "countdown"))  # another skill
+    with pytest.raises(ConfigError, match=r"designer\.seeds \['countdown'\].*from combination_lock, seating"):
+        validate(dataclasses.replace(_cfg(), designer=other_skill))
     with pytest.raises(ConfigError, match=r"designer\.edit_format=lines"):
         validate(dataclasses.replace(_cfg(designs=2), designer=DesignerConfig(edit_format="patch")))
 

@@ -339,6 +339,16 @@ def test_fixed_pool_from_another_runs_archive(tmp_path: Path) -> None:
     assert rows[-1]["pool/covered"] == pytest.approx(3 / len(pool))  # one regeneration of 3
 
 
+def test_designer_seeds_are_the_only_seeds_archived_and_the_fixed_pool(tmp_path: Path) -> None:
+    designer = DesignerConfig(skills=("logical_deduction",), seeds=("combination_lock",), envs_per_regen=2)
+    for mode in ("selfplay", "fixed_pool"):
+        cfg = scripted_config(tmp_path, "valid", name=mode, steps=1, mode=mode, designer=designer)
+        train(cfg)
+        with Memory.in_run_dir(cfg.run_dir) as memory:
+            seeds = {r.env_id for r in memory.records() if r.is_seed}
+        assert seeds == {"seed:combination_lock"}  # not seating, the skill's other seed
+
+
 def test_delayed_credit_uses_the_window_and_flushes_at_the_end(tmp_path: Path) -> None:
     # designs at steps 0 and 2 (3 each); delay 3: step 0's are due at step 3, step 2's are flushed then
     rows = train(

@@ -221,15 +221,16 @@ def ast_fingerprint(code: str) -> str:
     return "ast:" + hashlib.sha256(dumped.encode()).hexdigest()
 
 
-def seed_sources(setting: Setting, skills: Sequence[str] = ()) -> list[EnvSource]:
+def seed_sources(setting: Setting, skills: Sequence[str] = (), names: Sequence[str] = ()) -> list[EnvSource]:
     """The seed library of ``setting`` as sources (env ids ``seed:<name>``, created at step 0); with
-    ``skills``, only the seeds of those skills."""
+    ``skills``, only the seeds of those skills; with ``names``, only those seeds."""
     from spade import envs  # noqa: PLC0415 - imports the whole seed library; only needed for a warm start
 
     out = []
     for name in envs.names(setting):
         spec = envs.spec(name)
-        if spec.source_path is not None and (not skills or spec.skill in skills):
+        wanted = (not skills or spec.skill in skills) and (not names or name in names)
+        if spec.source_path is not None and wanted:
             out.append(EnvSource(code=spec.source(), skill=spec.skill, env_id=f"seed:{name}"))
     return out
 

@@ -157,12 +157,14 @@ def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
 
 
 def _pool(cfg: TrainConfig) -> list[EnvSource]:
-    """The warm-start / fixed-pool environments: the seed library (of ``designer.skills``), a run's archive,
-    or a folder of files; in procedural mode the Reasoning-Gym task environments."""
+    """The warm-start / fixed-pool environments: the seed library (``designer.seeds``, else the seeds of
+    ``designer.skills``), a run's archive, or a folder of files; in procedural mode the Reasoning-Gym task
+    environments."""
     if cfg.mode == "procedural":
         return procedural.sources(cfg.procedural)
     if not cfg.pool:
-        return seed_sources(cfg.designer.setting, cfg.designer.skills)  # the seeds of the trained skills
+        d = cfg.designer
+        return seed_sources(d.setting, d.skills, d.seeds)
     folder = Path(cfg.pool)
     if (folder / MEMORY_FILE).exists():
         return archive_sources(folder)

@@ -82,7 +82,9 @@ async def scripted_episodes(cfg: TrainConfig, runner: EnvRunner) -> tuple[list[t
 
 
 def designer_games(cfg: TrainConfig) -> list[str]:
-    """The seed games whose line edits the designer imitates: those of ``designer.skills``."""
+    """The seed games whose line edits the designer imitates: those of ``designer.skills``, all of them even
+    where ``designer.seeds`` starts the archive from fewer (edits of one game only teach a 135M designer to
+    repeat one edit)."""
     skills = set(cfg.designer.skills)
     return [n for n in envs.names("games") if not skills or envs.spec(n).skill in skills]
 
