@@ -180,6 +180,7 @@ def test_history_and_latest_statistics(mem: Memory) -> None:
         (1, 0.25, 0.5, 8),
         (2, 0.75, 0.125, 4),
     ]
+    assert mem.played() == [("e1", 1, 0.25, 8), ("e1", 2, 0.75, 4)]  # every environment, by step
     with pytest.raises(KeyError, match="add it before recording"):
         mem.record_stats("ghost", step=1, win_rate=0.0)
     mem.set_hint("e1", "new hint")

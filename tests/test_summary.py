@@ -27,6 +27,11 @@ def test_summary_compares_first_and_last_third() -> None:
     assert "samples trained per regeneration [3]" in text
     assert "mean regret +0.250 (2 environments measured, from -0.25 to +0.75)" in text
     assert "3.00 GB" in text
+    assert "environments played in both thirds" not in text  # no per-environment plays given
+    plays = [("a", 0, 0.5, 4), ("b", 0, 0.0, 4), ("c", 0, 1.0, 4), ("a", 2, 1.0, 4), ("b", 2, 0.5, 4),
+             ("d", 2, 0.0, 8), ("a", 1, 0.0, 4)]  # fmt: skip
+    text = "\n".join(run_summary(rows, plays))  # a and b in both thirds; c and d only in one; step 1 neither
+    assert "; on the 2 environments played in both thirds 0.25 -> 0.75" in text
     assert run_summary([]) == ["No step finished: nothing to summarise."]
 
 

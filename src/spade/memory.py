@@ -359,6 +359,11 @@ class Memory:
         )
         return [HistoryPoint(r["step"], r["win_rate"], r["regret"], r["plays"]) for r in rows]
 
+    def played(self) -> list[tuple[str, int, float, int]]:
+        """(env id, step, win rate, plays) of every environment at every step it was played."""
+        rows = self._db.execute("SELECT env_id, step, win_rate, plays FROM history ORDER BY step, env_id")
+        return [(r["env_id"], r["step"], r["win_rate"], r["plays"]) for r in rows]
+
     def find_match(self, code: str, trace_hash: str | None = None) -> tuple[AddOutcome, str] | None:
         """Whether ``code`` would be merged (same text) or refused as a duplicate, and of which record."""
         return self._match(source_hash(code), ast_fingerprint(code), trace_hash)

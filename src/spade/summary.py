@@ -7,6 +7,9 @@ from typing import Any
 
 import numpy as np
 
+Played = tuple[str, int, float, int]
+"""An environment's unhinted plays at one step: (env id, step, win rate, plays)."""
+
 
 def _mean(rows: Sequence[dict[str, Any]], key: str) -> float | None:
     values = [float(r[key]) for r in rows if key in r]
@@ -36,9 +39,27 @@ def _seed_wins(first: Sequence[dict[str, Any]], last: Sequence[dict[str, Any]]) 
     return "" if a is None or b is None else f"; on the seed games {_fmt(a)} -> {_fmt(b)}"
 
 
-def run_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
+def _matched_wins(
+    first: Sequence[dict[str, Any]], last: Sequence[dict[str, Any]], plays: Sequence[Played]
+) -> str:
+    """The win rate on the environments played in both thirds: what the agent learned, apart from the
+    curriculum (new designs change the win rate too, and the designer aims them at a band of it)."""
+    steps = [{int(r["step"]) for r in third} for third in (first, last)]
+    both = set.intersection(*({p[0] for p in plays if p[1] in s} for s in steps))
+    if not both:
+        return ""
+    rates = []
+    for s in steps:
+        mine = [p for p in plays if p[0] in both and p[1] in s]
+        rates.append(sum(p[2] * p[3] for p in mine) / max(1, sum(p[3] for p in mine)))
+    envs = f"{len(both)} environment{'s' if len(both) > 1 else ''}"
+    return f"; on the {envs} played in both thirds {_fmt(rates[0])} -> {_fmt(rates[1])}"
+
+
+def run_summary(rows: Sequence[dict[str, Any]], plays: Sequence[Played] = ()) -> list[str]:
     """Lines saying how validity, wins, regret, designer learning signal, speed and memory went (over the
-    steps' rows: a row of the run's final evaluation alone is not a step)."""
+    steps' rows: a row of the run's final evaluation alone is not a step); ``plays``: the archive's per
+    environment and step win rates (:func:`spade.memory.Memory.played`)."""
     rows = [r for r in rows if "agent/plays" in r]
     if not rows:
         return ["No step finished: nothing to summarise."]
@@ -59,7 +80,8 @@ def run_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
         f"  agent: win rate {_fmt(_mean(first, 'agent/win_rate'))} in the first third -> "
         f"{_fmt(_mean(last, 'agent/win_rate'))} in the last third; with hint "
         f"{_fmt(_mean(rows, 'agent/win_rate_hint'))} vs without {_fmt(_mean(rows, 'agent/win_rate'))}"
-        + _seed_wins(first, last),
+        + _seed_wins(first, last)
+        + _matched_wins(first, last, plays),
         f"  return {_fmt(_mean(first, 'agent/return_mean'))} -> {_fmt(_mean(last, 'agent/return_mean'))}; "
         f"sampling {_fmt(_mean(rows, 'speed/sampled_tokens_per_s'), '.0f')} tok/s; peak memory "
         f"{_fmt(max((float(r.get('resources/peak_rss_gb', 0.0)) for r in rows), default=None), '.2f')} GB",

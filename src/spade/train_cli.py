@@ -118,9 +118,12 @@ def run_cli(argv: Sequence[str]) -> int:
         code = 2 if _is_setup_error(exc) else 1
         print(f"spade train: {exc}{'' if code == 2 else _after_stop(run_dir)}", file=sys.stderr)
         return code
-    from spade.summary import run_summary  # noqa: PLC0415 - only needed once the run is done
+    from spade.memory import Memory  # noqa: PLC0415 - only needed once the run is done
+    from spade.summary import run_summary  # noqa: PLC0415
 
-    print("\n".join(run_summary(run.read_metrics())))
+    with Memory.in_run_dir(run.root) as memory:
+        plays = memory.played()
+    print("\n".join(run_summary(run.read_metrics(), plays)))
     print(
         f"Run finished: {run.root} (metrics: {run.metrics_path}; curves: tensorboard --logdir {run.root / 'tb'})"
     )
