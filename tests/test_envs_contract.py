@@ -25,6 +25,7 @@ import pytest
 import spade.envs
 from spade.config import CheckerConfig
 from spade.env import TextEnv, ToolEnv, answer_action, tool_call_action
+from spade.hints import clean_hint
 from spade.skills import GAME_SKILLS, TOOL_SKILLS
 
 NAMES = spade.envs.names()
@@ -172,6 +173,9 @@ def test_declaration(name: str) -> None:
     assert cls._reset is not TextEnv._reset
     assert cls.step is not TextEnv.step
     assert cls.solution is not TextEnv.solution, "seed environments must provide solution()"
+    if spec.setting == "games":  # the warm start answers hint requests with it (sft.hints)
+        assert spec.strategy, "solution() needs a docstring saying how to play, as a hint would"
+        assert clean_hint(spec.strategy) == (spec.strategy, "ok")
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
@@ -15,6 +16,7 @@ from scripted_run import tiny_run
 from spade import transcripts
 from spade.cli import main
 from spade.config import TranscriptConfig
+from spade.hints import HintReason
 from spade.report import write_report
 from spade.report_charts import all_charts
 from spade.rundir import RunDir
@@ -147,6 +149,11 @@ def test_transcripts_hold_readable_episodes_and_designs(run: RunDir) -> None:
     assert rejected
     assert rejected[0]["findings"][0]["message"]
     assert all(d["messages"][0]["role"] == "system" and d["reply"] for d in designs)
+    for d in designs:  # every hint call, kept or refused, with what the model wrote
+        assert all(call["reason"] in get_args(HintReason) and call["reply"] for call in d["hint_calls"])
+        assert bool(d["hint_calls"]) == d["valid"]
+        kept = any(call["reason"] in ("ok", "capped") for call in d["hint_calls"])
+        assert kept == (d["hint"] is not None)
     # compact: a whole step of transcripts is smaller than one raw token-id sample used to be
     assert max(f.path.stat().st_size for f in transcripts.files(run.root)) < 40_000
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from spade import designer, envs, sft
+from spade import designer, envs, hints, sft
 from spade.agent import Episode, play_episode
 from spade.backends.embedded import write_tiny_model
 from spade.backends.scripted import ScriptedTrainer
@@ -152,11 +152,56 @@ def test_a_designer_example_is_token_for_token_the_design_of_the_same_reply() ->
     )  # fmt: skip
     chars = cfg.designer.example_code_chars
     [design] = asyncio.run(designer.design(policy, [request], SamplingParams(), example_chars=chars))
-    sample = sft.design_sample(policy.template, messages, reply)
+    sample = sft.design_sample(
+        policy.template, policy.template.render(messages, add_generation_prompt=True), reply
+    )
     assert design.code is not None
     assert sample.tokens_T == design.tokens_T
     assert sample.mask_T == design.mask_T
     assert (sample.advantage, sample.role) == (1.0, "designer")
+
+
+def test_a_hint_example_is_token_for_token_the_hint_request_answered_with_the_strategy_note() -> None:
+    """The warm start trains on exactly the sequence the loop samples when it asks for a hint (prefix and
+    code cut to fit included), and the answer is a hint the filter accepts."""
+    cfg = dataclasses.replace(_cfg(hints=3), model=ModelConfig(max_context=700))  # the seeds' code is cut
+    template = CannedPolicy([]).template
+    samples = sft.hint_samples(cfg, template)
+    assert sft.hint_games(cfg) == ["combination_lock", "seating"]
+    assert len(samples) == 3
+    d = cfg.designer
+    params = SamplingParams(max_tokens=d.hint_max_tokens)
+    for sample, name in zip(samples, ["combination_lock", "seating", "combination_lock"], strict=True):
+        spec = envs.spec(name)
+        reply = f" {spec.strategy}"
+        policy = CannedPolicy([reply])
+        request = hints.HintRequest(spec.name, spec.source(), None, d.setting)
+        [hint] = asyncio.run(
+            hints.write_hints(
+                policy, [request], params, max_words=d.hint_max_words, max_chars=d.hint_max_chars,
+                prefix=d.hint_prefix, max_prompt_tokens=cfg.model.max_context - d.hint_max_tokens,
+            )
+        )  # fmt: skip
+        assert (hint.hint, hint.reason) == (spec.strategy, "ok")
+        assert "# ... [truncated" in hint.messages[-1]["content"]  # the code was cut to fit, as in the loop
+        assert sample.tokens_T == hint.tokens_T
+        assert sample.mask_T == hint.mask_T
+        assert (sample.advantage, sample.role) == (1.0, "designer")
+    assert samples[0].tokens_T == samples[2].tokens_T
+
+
+def test_hint_examples_need_a_seed_game_with_a_strategy_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = _cfg(hints=2)
+    for name in ("combination_lock", "seating"):
+        monkeypatch.setitem(envs._REGISTRY, name, dataclasses.replace(envs.spec(name), strategy=""))
+    assert sft.hint_samples(cfg, CannedPolicy([]).template) == []
+
+    async def run() -> None:
+        with Sandbox() as sb:
+            await sft.warm_start(cfg, sb, CannedPolicy([]).template, ScriptedTrainer(), lambda _: None)
+
+    with pytest.raises(SpadeError, match="no seed game of combination_lock, seating has a strategy note"):
+        asyncio.run(run())
 
 
 def test_warm_start_trains_every_epoch_at_its_own_lr_then_restores_the_trainers() -> None:
@@ -181,7 +226,7 @@ def test_warm_start_trains_every_epoch_at_its_own_lr_then_restores_the_trainers(
 
 
 def test_a_designer_only_warm_start_trains_the_designer_role() -> None:
-    cfg = _cfg(episodes=0, designs=3, epochs=1, batch=2)
+    cfg = _cfg(episodes=0, designs=3, hints=2, epochs=1, batch=2)
     trainer = ScriptedTrainer()
 
     async def run() -> dict[str, float]:
@@ -189,11 +234,11 @@ def test_a_designer_only_warm_start_trains_the_designer_role() -> None:
             return await sft.warm_start(cfg, sb, CannedPolicy([]).template, trainer, lambda _: None)
 
     metrics = asyncio.run(run())
-    assert (metrics["sft/episodes"], metrics["sft/designs"]) == (0, 3)
+    assert (metrics["sft/episodes"], metrics["sft/designs"], metrics["sft/hints"]) == (0, 3, 2)
     assert metrics["sft/refused_edits"] > 0  # edits of levels that are not played
-    assert trainer.updates == 2
+    assert trainer.updates == 3
     assert sft.describe(metrics, ["combination_lock"]).startswith(
-        "sft: imitated 0 scripted episodes of combination_lock and 3 line edits in 2 steps"
+        "sft: imitated 0 scripted episodes of combination_lock and 3 line edits and 2 hints in 3 steps"
     )
 
 
@@ -218,6 +263,11 @@ def test_bad_sft_settings_are_config_errors() -> None:
     other_skill = dataclasses.replace(CPU_TINY.designer, seeds=("seating", "countdown"))  # another skill
     with pytest.raises(ConfigError, match=r"designer\.seeds \['countdown'\].*from combination_lock, seating"):
         validate(dataclasses.replace(_cfg(), designer=other_skill))
+    with pytest.raises(ConfigError, match=r"sft\.hints must be >= 0"):
+        validate(_cfg(hints=-1))
+    tools = dataclasses.replace(CPU_TINY.designer, setting="tool_use", skills=(), seeds=())
+    with pytest.raises(ConfigError, match=r"sft\.hints .* needs designer\.setting=games"):
+        validate(dataclasses.replace(_cfg(hints=2), designer=tools))
     with pytest.raises(ConfigError, match=r"designer\.edit_format=lines"):
         validate(dataclasses.replace(_cfg(designs=2), designer=DesignerConfig(edit_format="patch")))
 

@@ -503,6 +503,10 @@ class SFTConfig:
     """Designer line edits to imitate besides the episodes (needs ``designer.edit_format='lines'``): the
     designer's own prompt for a seed game of ``designer.skills``, answered with a mechanical one-number edit
     of its shown lines that changes the game at ``play.difficulty`` and that the checker accepts."""
+    hints: int = 0
+    """Hint requests to imitate besides: the hint prompt for a seed game of ``designer.skills`` (code only, as
+    the loop asks it), answered after ``designer.hint_prefix`` with the game's strategy note, the docstring of
+    its ``solution()``. A small model otherwise answers a hint request with code, and no hinted play is made."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -628,6 +632,11 @@ def validate(cfg: TrainConfig) -> None:
     _require(
         cfg.sft.designs == 0 or d.edit_format == "lines",
         "sft.designs imitates line edits: set designer.edit_format=lines (or sft.designs 0)",
+    )
+    _require(cfg.sft.hints >= 0, f"sft.hints must be >= 0 (got {cfg.sft.hints})")
+    _require(
+        cfg.sft.hints == 0 or d.setting == "games",
+        "sft.hints answers hint requests with the seed games' strategy notes: it needs designer.setting=games",
     )
     _require(cfg.sft.epochs >= 1 and cfg.sft.batch >= 1, "sft.epochs and sft.batch must be >= 1")
     _require(cfg.sft.lr >= 0.0, f"sft.lr must be >= 0 (0: trainer.lr; got {cfg.sft.lr})")
@@ -869,7 +878,9 @@ CPU_TINY = TrainConfig(
         hint_max_tokens=48,
         hint_prefix="Hint:",
     ),
-    rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=4, max_concurrent_plays=48, batch_gather_s=0.1),
+    # 8 hinted plays beside the 4 unhinted ones of the creation step: with win rates of 0.1-0.3, 4 + 4 plays
+    # all lost (regret exactly 0) about half the time
+    rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=8, max_concurrent_plays=48, batch_gather_s=0.1),
     # The released recipe's blend (plateau of the window's mean return, and regret), credited after the
     # regeneration's interval like the paper preset: with the plateau term a regeneration whose hints all
     # hurt (every floored regret 0) still ranks its designs, so the designer learns at every regeneration.
@@ -889,8 +900,9 @@ CPU_TINY = TrainConfig(
     # Imitating 16 binary-search games (one pass, ~2 min) takes the lock's win rate from ~0 to 0.1-0.3, not
     # to 1 (two passes: 0.6-1.0, often every game of a group won): RL then has groups with and without
     # wins. The designer (the same model) imitates 16 checked one-number edits alongside: without them 1 to
-    # 3 of 4 designs were valid, by chance of the line named.
-    sft=SFTConfig(episodes=16, envs=("combination_lock",), epochs=1, batch=8, lr=2e-3, designs=16),
+    # 3 of 4 designs were valid, by chance of the line named. Asked for hints, it wrote code until it imitated
+    # 4 hint requests answered with the seed games' strategy notes.
+    sft=SFTConfig(episodes=16, envs=("combination_lock",), epochs=1, batch=8, lr=2e-3, designs=16, hints=4),
 )
 """Embedded SmolLM2-135M on 2 CPU cores: a complete run in well under 30 minutes."""
 

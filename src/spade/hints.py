@@ -23,7 +23,7 @@ from spade.backends.template import TurnTemplate
 from spade.designer import sample_tokens
 from spade.prompts import truncate_code
 from spade.skills import Setting
-from spade.types import Message, Policy, SamplingParams
+from spade.types import ChatTemplate, Message, Policy, SamplingParams
 
 HintReason = Literal[
     "ok", "capped", "empty", "contains_code", "leak_sequence", "leak_final_action", "truncated", "model_error"
@@ -208,6 +208,35 @@ class Hint:
     sample_logprobs_T: tuple[float, ...] = ()
 
 
+def hint_prompt(
+    template: ChatTemplate,
+    request: HintRequest,
+    *,
+    max_words: int = 80,
+    code_chars: int | None = None,
+    prefix: str = "",
+    max_prompt_tokens: int | None = None,
+) -> tuple[list[Message], list[int]]:
+    """The messages of one hint request and the prompt's token ids, ``prefix`` included.
+
+    With ``prefix``, the reply starts with that text (appended after the generation prompt, for templates
+    that can encode text) and the model continues it. With ``max_prompt_tokens``, the code of an
+    environment whose prompt would be longer is cut (at whole lines, with a marker) until the prompt fits: a
+    long environment still gets a hint from its beginning.
+    """
+    started = template.encode(prefix) if prefix and isinstance(template, TurnTemplate) else []
+    chars = code_chars
+    while True:
+        msgs = build_hint_messages(
+            request.code, request.first_observation, request.setting, max_words=max_words, code_chars=chars
+        )
+        ids = template.render(msgs, add_generation_prompt=True) + started
+        shown = min(chars or len(request.code), len(request.code))
+        if max_prompt_tokens is None or len(ids) <= max_prompt_tokens or shown < _MIN_CODE_CHARS:
+            return msgs, ids  # fits, or so little code is left that it stays as it is (and fails)
+        chars = int(shown * max_prompt_tokens / len(ids) * 0.9)  # the prompt is mostly code
+
+
 async def write_hints(
     policy: Policy,
     requests: Sequence[HintRequest],
@@ -221,27 +250,20 @@ async def write_hints(
 ) -> list[Hint]:
     """Ask the policy for one hint per environment in one batch and filter each (see :func:`clean_hint`).
 
-    With ``prefix``, each reply starts with that text (appended to the prompt after the generation prompt,
-    for templates that can encode text) and the model continues it; the hint is the continuation. With
-    ``max_prompt_tokens``, the code of an environment whose prompt would be longer is cut (at whole lines,
-    with a marker) until the prompt fits: a long environment still gets a hint from its beginning.
+    Prompts are built by :func:`hint_prompt` (``prefix`` starts each reply, ``max_prompt_tokens`` cuts long
+    code); the hint is the continuation of the prefix.
     """
-    template = policy.template
-    started = template.encode(prefix) if prefix and isinstance(template, TurnTemplate) else []
-
-    def fitted(r: HintRequest) -> tuple[list[Message], list[int]]:
-        chars = code_chars
-        while True:
-            msgs = build_hint_messages(
-                r.code, r.first_observation, r.setting, max_words=max_words, code_chars=chars
-            )
-            ids = template.render(msgs, add_generation_prompt=True) + started
-            shown = min(chars or len(r.code), len(r.code))
-            if max_prompt_tokens is None or len(ids) <= max_prompt_tokens or shown < _MIN_CODE_CHARS:
-                return msgs, ids  # fits, or so little code is left that it stays as it is (and fails)
-            chars = int(shown * max_prompt_tokens / len(ids) * 0.9)  # the prompt is mostly code
-
-    prompts_of = [fitted(r) for r in requests]
+    prompts_of = [
+        hint_prompt(
+            policy.template,
+            r,
+            max_words=max_words,
+            code_chars=code_chars,
+            prefix=prefix,
+            max_prompt_tokens=max_prompt_tokens,
+        )
+        for r in requests
+    ]
     messages = [m for m, _ in prompts_of]
     prompt_ids = [ids for _, ids in prompts_of]
     completions = await policy.sample(prompt_ids, params) if requests else []

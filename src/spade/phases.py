@@ -25,7 +25,7 @@ from spade.backends.batching import BatchingPolicy
 from spade.checker import CheckReport, Finding, FindingCode
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
-from spade.hints import HintRequest, hint_metrics, write_hints
+from spade.hints import Hint, HintRequest, hint_metrics, write_hints
 from spade.memory import FILENAME as MEMORY_FILE
 from spade.memory import EnvRecord, EnvStatus, Memory, StoredFinding, archive_sources, seed_sources
 from spade.prompts import DesignRequest, review_system
@@ -51,6 +51,9 @@ class DesignOutcome:
     """Why it was rejected (a finding or extraction code), '' when accepted."""
     seed_hints: tuple[str | None, ...] = ()
     """``designer.hint_mode='instance'``: one hint per hinted seed, in seed order (None: rejected)."""
+    hint_calls: tuple[tuple[str, str], ...] = ()
+    """Why each hint call for it was kept or refused (:data:`spade.hints.HintReason`) and what the model
+    wrote, for the design transcript."""
 
     def hints_for(self, n: int) -> list[str | None]:
         """The hint of each of the first ``n`` hinted seeds (the same code-only hint for all of them)."""
@@ -357,17 +360,19 @@ async def _hint(
         max_prompt_tokens=cfg.model.max_context - d.hint_max_tokens,
     )
     written = iter(hints)
-    by_env: dict[str, list[str | None]] = {}
+    by_env: dict[str, list[Hint | None]] = {}
     for env_id, request in slots:  # a seed whose instance failed keeps its place, with no hint
-        by_env.setdefault(env_id, []).append(next(written).hint if request is not None else None)
+        by_env.setdefault(env_id, []).append(next(written) if request is not None else None)
     updated = []
     for o in outcomes:
         mine = by_env.get(o.env_id, [])
-        first = next((h for h in mine if h), None)
+        texts = [None if h is None else h.hint for h in mine]
+        first = next((t for t in texts if t), None)
         if first:
             c.memory.set_hint(o.env_id, first)
-        per_seed = tuple(mine) if d.hint_mode == "instance" else ()
-        updated.append(dataclasses.replace(o, hint=first, seed_hints=per_seed))
+        per_seed = tuple(texts) if d.hint_mode == "instance" else ()
+        calls = tuple((h.reason, h.completion) for h in mine if h is not None)
+        updated.append(dataclasses.replace(o, hint=first, seed_hints=per_seed, hint_calls=calls))
     return updated, hint_metrics(hints)
 
 
@@ -447,6 +452,7 @@ def _design_record(
         "extract": f"{design.status}: {design.detail}" if design.code is None else "ok",
         "findings": [] if report is None else [f.to_dict() for f in report.findings],
         "hint": outcome.hint,
+        "hint_calls": [{"reason": reason, "reply": reply} for reason, reply in outcome.hint_calls],
         "messages": [dict(m) for m in design.messages],
         "reply": design.completion,
     }

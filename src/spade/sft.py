@@ -21,6 +21,11 @@ the game played at ``play.difficulty`` and that the checker accepts; other edits
 135M designer otherwise names lines at random: outside the constant table, in a row of a level nobody
 plays, or with text that does not parse.
 
+Hint examples (``sft.hints``) are the hint prompt for a seed game of ``designer.skills``, from its code alone
+and cut to fit as :func:`spade.hints.write_hints` cuts it, answered after ``designer.hint_prefix`` with the
+game's strategy note (:attr:`spade.envs.EnvSpec.strategy`). Asked for a hint, a 135M model otherwise writes
+code, which the hint filter refuses: no hinted play is made and no regret measured.
+
 A warm start depends only on the model, the ``sft``, ``play``, ``trainer``, ``designer`` and ``checker``
 settings, the seed and the sources of the games it imitates, so its result is kept under
 ``<runs_dir>/.sft-cache/<key>`` and reused by any run that would repeat it (the modes of an experiment that
@@ -47,6 +52,7 @@ from spade.demos import Demo, demo_seed, record_demo
 from spade.designer import sample_tokens
 from spade.edits import apply_line_edits, build_line_edit_messages, excerpt_window, mechanical_edit
 from spade.errors import SpadeError
+from spade.hints import HintRequest, hint_prompt
 from spade.prompts import DesignRequest, Exemplar
 from spade.rollout import reset_options
 from spade.sandbox import EnvRunner
@@ -134,11 +140,37 @@ async def _changes_the_played_game(
     return child_demo is not None and child_demo != parent_demo
 
 
-def design_sample(template: TurnTemplate, messages: list[Message], reply: str) -> TrainSample:
-    """A designer prompt and its reply as the designer would have sampled it: the reply carries the loss."""
+def hint_games(cfg: TrainConfig) -> list[str]:
+    """The seed games whose hint requests the warm start answers: :func:`designer_games` with a strategy
+    note."""
+    return [n for n in designer_games(cfg) if envs.spec(n).strategy]
+
+
+def hint_samples(cfg: TrainConfig, template: TurnTemplate) -> list[TrainSample]:
+    """``sft.hints`` hint requests answered with the strategy notes of :func:`hint_games`, in turn."""
+    d = cfg.designer
+    names = hint_games(cfg)
+    samples = []
+    for k in range(cfg.sft.hints if names else 0):
+        spec = envs.spec(names[k % len(names)])
+        request = HintRequest(spec.name, spec.source(), None, d.setting)
+        _, prompt = hint_prompt(
+            template,
+            request,
+            max_words=d.hint_max_words,
+            prefix=d.hint_prefix,
+            max_prompt_tokens=cfg.model.max_context - d.hint_max_tokens,
+        )
+        reply = f" {spec.strategy}" if d.hint_prefix else spec.strategy
+        samples.append(design_sample(template, prompt, reply))
+    return samples
+
+
+def design_sample(template: TurnTemplate, prompt: list[int], reply: str) -> TrainSample:
+    """A designer prompt's ids and its reply as the designer would have sampled it: the reply carries the
+    loss."""
     end = [] if template.end_of_turn_id is None else [template.end_of_turn_id]
     ids = (*template.encode(reply), *end)
-    prompt = template.render(messages, add_generation_prompt=True)
     tokens, mask, _ = sample_tokens(prompt, Completion(reply, ids, (0.0,) * len(ids), "stop"))
     return TrainSample(tokens, mask, (0.0,) * len(tokens), advantage=1.0, role="designer")
 
@@ -164,11 +196,13 @@ def episode_sample(template: TurnTemplate, demo: Demo) -> TrainSample:
 async def warm_start(
     cfg: TrainConfig, runner: EnvRunner, template: Any, trainer: Trainer, progress: Progress
 ) -> dict[str, Any]:
-    """Train ``trainer`` on the scripted episodes (``sft.epochs`` passes); returns ``sft/*`` metrics.
+    """Train ``trainer`` on the scripted episodes, line edits and hints (``sft.epochs`` passes); returns
+    ``sft/*`` metrics.
 
     Raises:
-        SpadeError: no script won an episode (nothing to imitate), or ``sft.lr`` is set for a trainer that
-            cannot change its learning rate (the multi-process leader).
+        SpadeError: no script won an episode (nothing to imitate), no edit or strategy note was found where
+            some were asked for, or ``sft.lr`` is set for a trainer that cannot change its learning rate (the
+            multi-process leader).
     """
     if not isinstance(template, TurnTemplate):
         raise TypeError("the policy's template cannot do multi-turn token accounting (needs render_suffix)")
@@ -185,8 +219,18 @@ async def warm_start(
             f"sft: no one-number edit of {', '.join(designer_games(cfg))} changed the game at "
             f"play.difficulty={cfg.play.difficulty} and passed the checker ({refused} tried); set sft.designs 0"
         )
+    if cfg.sft.hints and not hint_games(cfg):
+        raise SpadeError(
+            f"sft: no seed game of {', '.join(designer_games(cfg))} has a strategy note (a docstring on its "
+            "solution()) to answer hint requests with; set sft.hints 0"
+        )
     samples = [episode_sample(template, demo) for _, demo in episodes]
-    samples += [design_sample(template, messages, reply) for messages, reply in edits]
+    samples += [
+        design_sample(template, template.render(messages, add_generation_prompt=True), reply)
+        for messages, reply in edits
+    ]
+    hinted = hint_samples(cfg, template)
+    samples += hinted
     set_lr = getattr(trainer, "set_lr", None)
     if cfg.sft.lr > 0.0 and set_lr is None:
         raise SpadeError("sft.lr needs a single-process trainer; leave it 0 to warm up at trainer.lr")
@@ -208,6 +252,7 @@ async def warm_start(
         "sft/failed_scripts": float(failed),
         "sft/designs": float(len(edits)),
         "sft/refused_edits": float(refused),
+        "sft/hints": float(len(hinted)),
         "sft/steps": float(len(losses)),
         "sft/tokens": float(sum(sum(s.mask_T) for s in samples)),
         "sft/loss_first": losses[0],
@@ -218,7 +263,9 @@ async def warm_start(
 
 def cache_key(cfg: TrainConfig) -> str:
     """What a warm start's result depends on, hashed: the settings and the source of every game it imitates."""
-    games = sorted({*env_names(cfg), *designer_games(cfg)} if cfg.sft.designs else env_names(cfg))
+    games = sorted(
+        {*env_names(cfg), *designer_games(cfg)} if cfg.sft.designs or cfg.sft.hints else env_names(cfg)
+    )
     inputs = {
         "games": {name: hashlib.sha256(envs.spec(name).source().encode()).hexdigest() for name in games},
         "model": cfg.model.model,
@@ -259,8 +306,9 @@ def _store(folder: Path, trainer: Trainer, metrics: dict[str, Any]) -> None:
 
 def describe(metrics: dict[str, Any], games: Sequence[str]) -> str:
     """The progress line after the warm start."""
-    designs = metrics.get("sft/designs", 0.0)
+    designs, hints = metrics.get("sft/designs", 0.0), metrics.get("sft/hints", 0.0)
     edits = f" and {designs:.0f} line edits" if designs else ""
+    edits += f" and {hints:.0f} hints" if hints else ""
     return (
         f"sft: imitated {metrics['sft/episodes']:.0f} scripted episodes of {', '.join(games)}{edits} in "
         f"{metrics['sft/steps']:.0f} steps: reply loss {metrics['sft/loss_first']:.3f} -> "

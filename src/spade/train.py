@@ -172,9 +172,10 @@ async def _warm_start(
 
     Step 0 has no checkpoint, so a run killed before step 0 ended starts over, warm start included.
     """
-    if state.step > 0 or (cfg.sft.episodes == 0 and cfg.sft.designs == 0):
+    if state.step > 0 or not (cfg.sft.episodes or cfg.sft.designs or cfg.sft.hints):
         return {}
     edits = f" and {cfg.sft.designs} line edits" if cfg.sft.designs else ""
+    edits += f" and {cfg.sft.hints} hints" if cfg.sft.hints else ""
     progress(
         f"sft: warm start on {cfg.sft.episodes} scripted episodes of {', '.join(sft.env_names(cfg))}{edits}"
     )

@@ -1,7 +1,7 @@
 """Environment registry: the hand-written seed library and anything registered at run time.
 
 ``make(name, **kw)`` builds an instance, ``names()`` lists them, ``spec(name)`` describes one (skill,
-setting, description and the source text that the designer sees as a worked example). Every file in
+setting, description, strategy and the source text that the designer sees as a worked example). Every file in
 ``spade/envs/library/`` that sets ``ENV`` is registered under its module name.
 """
 
@@ -29,6 +29,9 @@ class EnvSpec:
     description: str
     factory: Callable[..., TextEnv]
     source_path: Path | None = None
+    strategy: str = ""
+    """How to play it, in its author's words: the docstring of the class's own ``solution()`` (empty when it
+    has none). The warm start answers hint requests with it (``sft.hints``)."""
 
     def source(self) -> str:
         """The environment's source code (a self-contained file)."""
@@ -52,9 +55,17 @@ def register(name: str, cls: type[TextEnv], source_path: Path | None = None) -> 
         description=doc.splitlines()[0] if doc else "",
         factory=cls,
         source_path=source_path,
+        strategy=_strategy(cls),
     )
     _REGISTRY[name] = spec
     return spec
+
+
+def _strategy(cls: type[TextEnv]) -> str:
+    """The first paragraph of the docstring of ``cls``'s own ``solution()``, on one line (not inherited)."""
+    own = cls.__dict__.get("solution")
+    doc = inspect.cleandoc(own.__doc__) if own is not None and own.__doc__ else ""
+    return " ".join(doc.split("\n\n")[0].split())
 
 
 def _load_library() -> None:

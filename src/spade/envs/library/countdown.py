@@ -157,7 +157,8 @@ class CountdownEnv(TextEnv):
         return None
 
     def solution(self) -> list[str]:
-        """Follow the memoised solver from the start numbers down to the target."""
+        """Before each move, check that the target can still be made from the numbers left, and combine a pair
+        that keeps it reachable (the script follows a memoised solver down to the target)."""
         numbers, moves = self.start, []
         while len(numbers) > 1:
             move = self._solve(numbers)

@@ -154,7 +154,8 @@ class KnapsackEnv(TextEnv):
         return self.end_turn(self._observe(f"Added the {name}."))
 
     def solution(self) -> list[str]:
-        """Add the items of an optimal load (found by exhaustive search), then say done."""
+        """Weigh value against weight over whole loads, not item by item: add the items of the most valuable
+        load that fits (the script finds it by exhaustive search), then say done."""
         return [f"add {i + 1}" for i in self.best_set] + ["done"]
 
     def sample_action(self, rng: random.Random) -> str:

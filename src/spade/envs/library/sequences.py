@@ -169,7 +169,8 @@ class SequencesEnv(TextEnv):
         return self.end_turn(self._observe(f"Right, the next term is {self._render(guess)}."), 0.1)
 
     def solution(self) -> list[str]:
-        """Continue the hidden rule for the terms not yet given."""
+        """Find the rule that makes each term from the ones before it, check it on every term shown, then
+        continue it for the terms not yet given."""
         return [self._render(t) for t in self.terms[self.shown :]]
 
     def sample_action(self, rng: random.Random) -> str:

@@ -153,7 +153,8 @@ class SokobanEnv(TextEnv):
         return self.end_turn(self._observe(event))
 
     def solution(self) -> list[str]:
-        """The shortest move sequence from the start position (breadth-first search)."""
+        """Plan the route before moving: push the box only where it can still reach the target, never into
+        a corner (the script plays the shortest move sequence, found by breadth-first search)."""
         current = (self.player, self.box)
         self.player, self.box = self.start
         try:
