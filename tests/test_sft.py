@@ -332,3 +332,21 @@ def test_the_real_trainer_fits_the_scripted_replies(tmp_path: Path) -> None:
     assert math.isfinite(metrics["sft/loss_first"])
     assert metrics["sft/loss_last"] < 0.7 * metrics["sft/loss_first"]
     assert trainer.optimizer.param_groups[0]["lr"] == 1e-5
+
+
+def test_warm_starts_stored_side_by_side_keep_the_first_whole_and_leave_nothing_else(tmp_path: Path) -> None:
+    """Two runs of an experiment may warm up the same seed at once: each writes its own temporary folder."""
+    folder = tmp_path / ".sft-cache" / "key"
+    first, second = ScriptedTrainer(), ScriptedTrainer()
+    first.updates, second.updates = 3, 5
+    sft._store(folder, first, {"sft/steps": 3.0})
+    sft._store(folder, second, {"sft/steps": 5.0})  # finished later: the stored entry stays
+    assert json.loads((folder / "metrics.json").read_text()) == {"sft/steps": 3.0}
+    restored = ScriptedTrainer()
+    restored.load(folder / "trainer")
+    assert restored.updates == 3
+    assert [p.name for p in folder.parent.iterdir()] == ["key"]
+    (folder / "metrics.json").unlink()  # an incomplete entry is replaced
+    sft._store(folder, second, {"sft/steps": 5.0})
+    assert json.loads((folder / "metrics.json").read_text()) == {"sft/steps": 5.0}
+    assert [p.name for p in folder.parent.iterdir()] == ["key"]

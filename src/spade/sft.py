@@ -38,6 +38,7 @@ import hashlib
 import json
 import random
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -295,13 +296,24 @@ async def cached_warm_start(
 
 
 def _store(folder: Path, trainer: Trainer, metrics: dict[str, Any]) -> None:
-    """Write the cache entry whole or not at all (a temporary folder renamed into place)."""
-    tmp = folder.with_name(f"{folder.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    trainer.save(tmp / "trainer")
-    (tmp / "metrics.json").write_text(json.dumps(metrics))
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    """Write the cache entry whole or not at all: a temporary folder of this process, renamed into place.
+
+    Runs side by side may compute the same warm start; the first to finish stores it, the others' copies
+    are dropped (the entries are the same).
+    """
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.tmp-", dir=folder.parent))
+    try:
+        trainer.save(tmp / "trainer")
+        (tmp / "metrics.json").write_text(json.dumps(metrics))
+        if folder.exists() and not (folder / "metrics.json").is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # an entry some older version left incomplete
+        tmp.rename(folder)
+    except OSError:
+        if not (folder / "metrics.json").is_file():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def describe(metrics: dict[str, Any], games: Sequence[str]) -> str:
