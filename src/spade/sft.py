@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -301,8 +301,8 @@ def _store(folder: Path, trainer: Trainer, metrics: dict[str, Any]) -> None:
     Runs side by side may compute the same warm start; the first to finish stores it, the others' copies
     are dropped (the entries are the same).
     """
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.tmp-", dir=folder.parent))
+    tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a killed process that had this pid
     try:
         trainer.save(tmp / "trainer")
         (tmp / "metrics.json").write_text(json.dumps(metrics))
