@@ -158,7 +158,8 @@ def test_a_model_reply_is_checked_through_extraction() -> None:
     reply = f"<think>let me design</think>Sure!\n```python\n{source}```\nEnjoy."
     report = check_env(reply, InProcessSandbox(), seed=3)
     assert report.ok
-    cut = check_env(reply[: len(reply) // 2], InProcessSandbox(), seed=3)
+    mid_line = reply.index("def solution(") + len("def solution(")  # cut off inside a statement
+    cut = check_env(reply[:mid_line], InProcessSandbox(), seed=3)
     assert _fatal_codes(cut) == ["SYNTAX_ERROR"]
     assert "cut off" in cut.fatal[0].message
     assert _fatal_codes(check_env("No code today.", InProcessSandbox())) == ["NO_CODE"]

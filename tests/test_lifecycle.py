@@ -73,7 +73,7 @@ def test_signal_stops_a_real_model_run_cleanly_and_names_the_resume_command(
 ) -> None:
     cmd = [sys.executable, "-m", "spade.cli", "train", "--preset", "cpu-tiny", "--runs-dir", str(tmp_path),
            "--name", "sig", "--designer.max-tokens", "4000", "--model.max-context", "8192",
-           "--model.backend", "hf", "--sft.episodes", "0", "--sft.designs", "0"]  # fmt: skip
+           "--model.backend", "hf", "--sft.episodes", "0", "--sft.designs", "0", "--sft.hints", "0"]  # fmt: skip
     # A long grace period: the process must stop by itself, not by the watchdog that ends it after grace_s.
     env = {**os.environ, "SPADE_STOP_GRACE_S": "600"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -268,7 +268,7 @@ def _args(tmp_path: Path, name: str) -> list[str]:
             "--play.context-tokens", "16384", "--designer.envs-per-regen", "2", "--designer.regen-interval", "1",
             "--rollout.plays-per-env", "4", "--procedural.tasks", "chain_sum", "products", "basic_arithmetic",
             "--procedural.window", "4", "--procedural.upper", "0.75", "--procedural.lower", "0.25",
-            "--sft.episodes", "0", "--sft.designs", "0", "--name", name]  # fmt: skip
+            "--sft.episodes", "0", "--sft.designs", "0", "--sft.hints", "0", "--name", name]  # fmt: skip
 
 
 def _spawn(*args: str) -> subprocess.Popen[bytes]:
