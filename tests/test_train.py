@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import math
@@ -13,10 +14,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from spade import envs
+from spade import designer, envs, phases
+from spade.checker import CheckReport, FindingCode
 from spade.config import (
     CheckerConfig,
     DesignerConfig,
@@ -31,7 +35,7 @@ from spade.config import (
 from spade.credit import EnvStats, PendingCredit
 from spade.memory import EnvStatus, Memory
 from spade.rundir import RunDir
-from spade.sandbox import Limits
+from spade.sandbox import Limits, Sandbox
 from spade.train import LoopState, PolicyFailedError, _choose_current, _remember, train
 from spade.types import Completion, EnvSource
 
@@ -391,3 +395,40 @@ def test_loop_state_round_trips_through_json() -> None:
         corpus={"cursor": 7},
     )
     assert LoopState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+def test_an_edit_that_changes_nothing_played_is_rejected_as_unchanged(tmp_path: Path) -> None:
+    parent = envs.spec("combination_lock").source()
+    lines = parent.splitlines(keepends=True)
+    row = {i: line for i, line in enumerate(lines) if line.strip() == "(3, 12, 12),"}
+    (first,) = row  # the level played at play.difficulty 0
+    last = first + 3  # the hardest level, not played
+
+    def edit(i: int, text: str) -> str:
+        return "".join([*lines[:i], text, *lines[i + 1 :]])
+
+    codes = {
+        "comment": edit(first - 2, "(2, 13, 12),\n"),  # the comment above LEVELS: a bare tuple, no rule
+        "unplayed": edit(last, "    (4, 90, 28),\n"),
+        "played": edit(first, "    (2, 12, 12),\n"),
+    }
+    designs = [
+        designer.Design((), "edit", "logical_deduction", "lock", None, "", code, "ok", "")
+        for code in codes.values()
+    ]
+    designs.append(dataclasses.replace(designs[0], mode="generate", parent_id=None))
+    ok = CheckReport(ok=True, findings=())
+    cfg = scripted_config(tmp_path, play=PlayConfig(difficulty=0, max_turns=20))
+    memory = SimpleNamespace(get=lambda env_id: SimpleNamespace(code=parent))
+
+    async def run() -> list[CheckReport | None]:
+        with Sandbox() as box:
+            c: Any = SimpleNamespace(runner=box, memory=memory)
+            return await phases._reject_unchanged(cfg, c, designs, [ok] * len(designs), step=0)
+
+    reports = asyncio.run(run())
+    assert [r is not None and r.ok for r in reports] == [False, False, True, True]
+    for r in reports[:2]:
+        assert r is not None
+        assert [f.code for f in r.fatal] == [FindingCode.UNCHANGED_GAME]
+        assert "changes nothing the agent plays" in r.fatal[0].message

@@ -14,6 +14,7 @@ script does not win, or one whose script is longer than ``max_actions`` gets non
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,6 +83,18 @@ async def record_demo(
         return None
     finally:
         await env.aclose()
+
+
+async def same_instance_demos(
+    runner: EnvRunner, parent: str, child: str, *, seed: int, options: dict[str, Any] | None, max_actions: int
+) -> tuple[Demo | None, Demo | None]:
+    """The scripted solution of one instance (``seed``, ``options``) of a game and of an edit of it. Equal
+    demos mean the edit left the game the agent plays as it was (a comment, a level not played)."""
+    before, after = await asyncio.gather(
+        record_demo(runner, parent, seed=seed, options=options, max_actions=max_actions, filename="<parent>"),
+        record_demo(runner, child, seed=seed, options=options, max_actions=max_actions, filename="<child>"),
+    )
+    return before, after
 
 
 def demo_messages(demos: Sequence[Demo]) -> list[Message]:

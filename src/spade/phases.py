@@ -25,10 +25,12 @@ from spade.backends.batching import BatchingPolicy
 from spade.checker import CheckReport, Finding, FindingCode
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
+from spade.demos import same_instance_demos
 from spade.hints import Hint, HintRequest, hint_metrics, write_hints
 from spade.memory import FILENAME as MEMORY_FILE
 from spade.memory import EnvRecord, EnvStatus, Memory, StoredFinding, archive_sources, seed_sources
 from spade.prompts import DesignRequest, review_system
+from spade.rollout import reset_options
 from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
 from spade.seeds import derive_rng, derive_seed
@@ -203,6 +205,7 @@ async def design_phase(
     )
     t0 = time.perf_counter()
     reports = await _check_all(cfg, c, designs, step)
+    reports = await _reject_unchanged(cfg, c, designs, reports, step)
     if cfg.checker.llm_review:
         reports = await _review(c, designs, reports, cfg.designer.hint_max_tokens, cfg.designer.setting)
     check_s = time.perf_counter() - t0
@@ -270,6 +273,42 @@ async def _check_all(
             return await cluster.check_source(c.runner, design.code, cfg.checker, seed=seed, win=cfg.play)
 
     return list(await asyncio.gather(*(one(i, x) for i, x in enumerate(designs))))
+
+
+async def _reject_unchanged(
+    cfg: TrainConfig,
+    c: Components,
+    designs: Sequence[designer.Design],
+    reports: list[CheckReport | None],
+    step: int,
+) -> list[CheckReport | None]:
+    """Reject (``UNCHANGED_GAME``) an accepted edit whose scripted solution plays one instance at
+    ``play.difficulty`` exactly as its parent's does: it changed a comment or a level not played, so the
+    agent would learn nothing new from it. Without a winning script on both sides nothing is compared."""
+    options, turns = reset_options(cfg.play, None), cfg.play.max_turns
+    gate = asyncio.Semaphore(cluster.check_concurrency(cfg))
+
+    async def one(i: int, design: designer.Design, report: CheckReport | None) -> CheckReport | None:
+        if report is None or not report.ok or design.code is None or design.parent_id is None:
+            return report
+        parent = c.memory.get(design.parent_id).code
+        seed = derive_seed(cfg.seed, "unchanged", step, i)
+        async with gate:
+            before, after = await same_instance_demos(
+                c.runner, parent, design.code, seed=seed, options=options, max_actions=turns
+            )
+        if before is None or before != after:
+            return report
+        msg = (
+            f"the scripted solution plays seed {seed} exactly as in the parent {design.parent_id}: the edit "
+            "changes nothing the agent plays. Fix: change a rule, or a number of the level that is played."
+        )
+        finding = Finding(FindingCode.UNCHANGED_GAME, "fatal", "novelty", msg)
+        return dataclasses.replace(report, ok=False, findings=(*report.findings, finding))
+
+    return list(
+        await asyncio.gather(*(one(i, *pair) for i, pair in enumerate(zip(designs, reports, strict=True))))
+    )
 
 
 async def _review(

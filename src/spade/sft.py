@@ -49,7 +49,7 @@ from spade.agent import GAME_SYSTEM
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.checker import acheck_env
 from spade.config import TrainConfig, to_dict
-from spade.demos import Demo, demo_seed, record_demo
+from spade.demos import Demo, demo_seed, record_demo, same_instance_demos
 from spade.designer import sample_tokens
 from spade.edits import apply_line_edits, build_line_edit_messages, excerpt_window, mechanical_edit
 from spade.errors import SpadeError
@@ -136,9 +136,10 @@ async def _changes_the_played_game(
     """Whether the scripted solution of one instance at ``play.difficulty`` plays out differently (and still
     wins): an edit of a level the agent does not play leaves the game it plays as it was."""
     options, turns = reset_options(cfg.play, None), cfg.play.max_turns
-    child_demo = await record_demo(runner, child, seed=seed, options=options, max_actions=turns)
-    parent_demo = await record_demo(runner, parent, seed=seed, options=options, max_actions=turns)
-    return child_demo is not None and child_demo != parent_demo
+    before, after = await same_instance_demos(
+        runner, parent, child, seed=seed, options=options, max_actions=turns
+    )
+    return after is not None and after != before
 
 
 def hint_games(cfg: TrainConfig) -> list[str]:

@@ -21,9 +21,11 @@ Stage = Literal[
     "feasibility",
     "exploit",
     "review",
+    "novelty",
 ]
 """Where a finding was made: a rung of the ladder (their order is ``spade.checker.ladder.STAGES``, derived
-from the rungs) or ``review``, the optional LLM review after it."""
+from the rungs), ``review``, the optional LLM review after it, or ``novelty``, the training loop's check that
+an edit changed the game it plays."""
 
 
 class FindingCode(enum.Enum):
@@ -113,6 +115,9 @@ class FindingCode(enum.Enum):
     """The first observation prints the winning answer."""
     LLM_REVIEW = "LLM_REVIEW"
     """The optional last rung: the reviewing model did not explicitly accept the environment (fail closed)."""
+    UNCHANGED_GAME = "UNCHANGED_GAME"
+    """An edit whose scripted solution plays one instance exactly as its parent's does: it changed nothing the
+    agent plays (a comment, a level not played). Found by the training loop, which knows the parent."""
 
 
 _FATAL: Severity = "fatal"
