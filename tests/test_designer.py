@@ -559,6 +559,9 @@ def test_patch_edit_falls_back_to_a_complete_module() -> None:
     assert extract_patched_code("```python\nclass B: pass\n```", PARENT, found) is found
     failed = extract_patched_code("nothing", PARENT, Extraction(None, "no_code", "no block"))
     assert (failed.code, failed.status) == (None, "no_code")
+    same = "<<<<<<< SEARCH\n    size = 4\n=======\n    size = 4\n>>>>>>> REPLACE"
+    unchanged = extract_patched_code(same, PARENT, Extraction(None, "no_code", "no block"))
+    assert (unchanged.code, unchanged.status) == (None, "unchanged")
 
 
 def test_patch_format_prompt_asks_for_blocks_and_shows_the_parent() -> None:

@@ -90,10 +90,11 @@ def test_designer_lines_edit_end_to_end() -> None:
         [
             Completion(f'{line}: (4, 9, "+-", (8, 40), 6),', (1, 2, 3), (-0.1,) * 3, "stop"),
             Completion("I like this game.", (1, 2), (-0.1,) * 2, "stop"),
+            Completion(f"{line}: {source.splitlines()[line - 1].strip()}", (1, 2), (-0.1,) * 2, "stop"),
         ]
     )
     designs = asyncio.run(
-        designer.design(policy, [req, req], SamplingParams(max_tokens=48), example_chars=700)
+        designer.design(policy, [req, req, req], SamplingParams(max_tokens=48), example_chars=700)
     )
     assert designs[0].status == "ok"
     assert designs[0].code is not None
@@ -101,6 +102,7 @@ def test_designer_lines_edit_end_to_end() -> None:
     assert designs[0].code.count("\n") == source.count("\n")
     assert designs[1].code is None
     assert designs[1].status == "no_code"
+    assert (designs[2].code, designs[2].status) == (None, "unchanged")
     assert designs[0].parent_id == "countdown"
 
 

@@ -20,7 +20,7 @@ from typing import Literal, Protocol, get_args
 from spade import envs
 from spade.actions import strip_reasoning
 from spade.checker.extract import extract_code, looks_truncated
-from spade.edits import apply_line_edits, build_line_edit_messages
+from spade.edits import UNCHANGED, apply_line_edits, build_line_edit_messages
 from spade.prompts import (
     DesignRequest,
     Exemplar,
@@ -33,9 +33,10 @@ from spade.prompts import (
 from spade.skills import Setting
 from spade.types import Completion, FinishReason, Message, Policy, SamplingParams, TrainSample
 
-ExtractStatus = Literal["ok", "no_code", "truncated", "model_error"]
-"""``ok``: code found; ``no_code``: the completion holds no code block; ``truncated``: the completion was cut
-at ``max_tokens`` before the code was complete; ``model_error``: the policy returned nothing usable."""
+ExtractStatus = Literal["ok", "no_code", "unchanged", "truncated", "model_error"]
+"""``ok``: code found; ``no_code``: the completion holds no code block; ``unchanged``: an edit that rewrites
+the parent as it was; ``truncated``: the completion was cut at ``max_tokens`` before the code was complete;
+``model_error``: the policy returned nothing usable."""
 
 
 class ArchivedEnv(Protocol):
@@ -243,8 +244,11 @@ def apply_patch(parent: str, text: str) -> tuple[str | None, str]:
             return None, f"SEARCH text {where} the parent: copy the lines exactly and include enough context"
         code = code.replace(needle, _rstrip_lines(replace).rstrip("\n"), 1)
     if code == _rstrip_lines(parent):
-        return None, "the patch changes nothing"
+        return None, _PATCH_UNCHANGED
     return code, ""
+
+
+_PATCH_UNCHANGED = "the patch changes nothing"
 
 
 def _rstrip_lines(text: str) -> str:
@@ -258,6 +262,8 @@ def extract_patched_code(text: str, parent: str, found: Extraction) -> Extractio
         return Extraction(code, "ok", "patch applied")
     if found.code is not None:
         return found
+    if why == _PATCH_UNCHANGED:
+        return Extraction(None, "unchanged", why)
     return Extraction(None, found.status if found.status != "ok" else "no_code", why)
 
 
@@ -340,6 +346,8 @@ def extract_line_edit(comp: Completion, parent: str, window_chars: int) -> Extra
     code, why = apply_line_edits(parent, comp.text, window_chars, cut=cut)
     if code is not None:
         return Extraction(code, "ok", "line edit applied")
+    if why == UNCHANGED:
+        return Extraction(None, "unchanged", why)
     return Extraction(None, "truncated" if cut and "no `N" in why else "no_code", why)
 
 

@@ -187,6 +187,10 @@ def parse_line_edits(text: str, *, cut: bool = False) -> dict[int, str]:
     return edits
 
 
+UNCHANGED = "the edit changes nothing"
+"""Why :func:`apply_line_edits` refuses a reply that rewrites lines as they were."""
+
+
 def apply_line_edits(parent: str, text: str, max_chars: int, *, cut: bool = False) -> tuple[str | None, str]:
     """Apply a reply's ``N: text`` lines to ``parent``; ``(code, "")`` or ``(None, why)`` (never raises).
 
@@ -208,5 +212,5 @@ def apply_line_edits(parent: str, text: str, max_chars: int, *, cut: bool = Fals
         changed |= new != old.strip()
         lines[n - 1] = indent + new
     if not changed:
-        return None, "the edit changes nothing"
+        return None, UNCHANGED
     return "\n".join(lines) + "\n", ""
