@@ -20,8 +20,8 @@ from spade import envs
 from spade.checker import CheckReport, FindingCode, check_env, check_files, extract_code
 from spade.checker.episodes import Episode, StepRecord
 from spade.checker.feasibility import exploit_findings, prose_actions, solution_actions, unconfirmed
-from spade.checker.probes import RandomActions
-from spade.config import CheckerConfig
+from spade.checker.probes import RandomActions, number_guess
+from spade.config import CheckerConfig, WinRule
 from spade.sandbox import Limits, Sandbox, SandboxError
 from spade.sandbox.api import EnvRunner
 from spade.sandbox.inprocess import InProcessSandbox
@@ -479,3 +479,24 @@ def test_the_checker_uses_the_win_rule_it_is_given(runner: EnvRunner) -> None:
     strict = check_env(source, runner, seed=7, win=WinRule(success_threshold=1.5))  # returns are clipped to 1
     assert not strict.ok
     assert FindingCode.SOLUTION_FAILS in strict.codes
+
+
+def test_the_checker_plays_the_level_the_agent_plays_and_catches_guessable_answers() -> None:
+    # Level 0 edited to 2 dials of 1-8 in 10 turns: binary search still wins, but guessing at random in the
+    # range shown wins about a third of the games; the lock's default level (1) is untouched.
+    source = envs.spec("combination_lock").source().replace("    (3, 12, 12),", "    (2, 8, 10),", 1)
+    box = InProcessSandbox()
+    played = check_env(source, box, seed=3, win=WinRule(difficulty=0))
+    assert _fatal_codes(played) == ["EXPLOITABLE_RANDOM"]
+    assert "guessing numbers in the range shown" in played.fatal[0].message
+    assert played.stats["guess_win_rate"] > CheckerConfig().exploit_max_success
+    assert check_env(source, box, seed=3).ok  # the default level
+    assert check_env(source, box, seed=3, win=WinRule(difficulty=9)).ok  # no such level: the default
+
+
+def test_number_guess_keeps_to_the_first_observations_range_and_ignores_feedback() -> None:
+    policy = number_guess(random.Random(0))
+    first = policy("Find a number from 3 to 9. Turns left: 5", 0)
+    later = [policy("Lower: from 3-4. Turns left: 4", t) for t in range(1, 200)]
+    guesses = {int(a.removeprefix("\\boxed{").removesuffix("}")) for a in [first, *later]}
+    assert guesses == set(range(3, 10))

@@ -146,9 +146,13 @@ class ModelConfig:
 
 @dataclass(frozen=True, slots=True)
 class WinRule:
-    """When an episode is won, defined once: play inherits it (``PlayConfig``) and the checker is given it
-    (``check_env(..., win=cfg.play)``), so the two always agree."""
+    """The level an episode is played at and when it is won, defined once: play inherits it (``PlayConfig``)
+    and the checker is given it (``check_env(..., win=cfg.play)``), so the checker judges the game the agent
+    plays."""
 
+    difficulty: int | None = None
+    """Difficulty level passed to environments' reset (None: each environment's default; an environment
+    with fewer levels is played at its default)."""
     return_mode: Literal["final", "sum"] = "final"
     """'final': last step's reward if terminated else 0 (the released recipe); 'sum': clipped sum of rewards."""
     success_threshold: float = 1.0
@@ -180,8 +184,6 @@ class PlayConfig(WinRule):
     format_reward: float = 0.0
     """Added to the return times the fraction of well-formed replies (0 disables; small models benefit
     from ~0.1)."""
-    difficulty: int | None = None
-    """Difficulty level passed to seed environments' reset (None: each environment's default)."""
     demos: int = 0
     """Worked demonstrations shown before each game: episodes of the same environment at other seeds
     (never a played one) solved by its scripted solution() (0: none; small models imitate them)."""
@@ -201,6 +203,11 @@ class CheckerConfig:
     """Seeds on which the environment's solution() must win (the feasibility check)."""
     exploit_episodes: int = 8
     """Episodes each degenerate probe policy (empty, repeated, very long actions...) plays."""
+    guess_episodes: int = 32
+    """Episodes of guessing whole numbers at random in the range the first observation shows, ignoring the
+    feedback (games only; judged by ``exploit_max_success``): catches answer spaces too small for the turn
+    budget, such as a one-dial lock of 11 numbers with 11 turns. Many episodes, as a fair game's guessing
+    win rate can sit a few points under the limit."""
     exploit_max_success: float = 0.2
     """Degenerate policies may win at most this fraction of episodes."""
     exploit_min_wins: int = 2

@@ -47,7 +47,7 @@ from typing import Any
 from spade import envs
 from spade.agent import GAME_SYSTEM
 from spade.backends.template import TokenStream, TurnTemplate
-from spade.checker import acheck_env
+from spade.checker import CheckReport, FindingCode, acheck_env
 from spade.config import TrainConfig, to_dict
 from spade.demos import Demo, demo_seed, record_demo, same_instance_demos
 from spade.designer import sample_tokens
@@ -122,12 +122,18 @@ async def design_edits(cfg: TrainConfig, runner: EnvRunner) -> tuple[list[tuple[
         if (
             code is None
             or not await _changes_the_played_game(cfg, runner, source, code, seed)
-            or not (await acheck_env(code, runner, cfg.checker, seed=seed, win=cfg.play)).ok
+            or not _exemplary(await acheck_env(code, runner, cfg.checker, seed=seed, win=cfg.play))
         ):
             refused += 1
             continue
         pairs.append((messages, reply))
     return pairs, refused
+
+
+def _exemplary(report: CheckReport) -> bool:
+    """Accepted, and its scripted solution won on every seed tried: an edit whose level the best play only
+    sometimes wins (``SOLUTION_PARTIAL``) passes the checker but is no example to learn from."""
+    return report.ok and FindingCode.SOLUTION_PARTIAL not in report.codes
 
 
 async def _changes_the_played_game(

@@ -117,6 +117,8 @@ class Prober:
     source: str
     filename: str = "<env>"
     workers: int = 1
+    difficulty: int | None = None
+    """The level every instance is reset at (None, or more than the environment has: its default)."""
     log: list[Episode] = field(default_factory=list)
     calls: int = 0
 
@@ -165,7 +167,7 @@ class Prober:
             tools: tuple[dict[str, Any], ...] = ()
             solution: list[str] | str | None = None
             try:
-                obs, _ = instance.reset(seed=seed)
+                obs, _ = self._reset(instance, seed)
                 if job.want_tools:
                     phase = "tools"
                     tools = tuple(instance.tools())
@@ -195,12 +197,18 @@ class Prober:
             return outputs, Failure.of(exc, "load")
         with instance:
             try:
-                instance.reset(seed=seed)
+                self._reset(instance, seed)
                 for name, args in calls:
                     outputs.append(instance.call_tool(name, args))
             except SandboxError as exc:
                 return outputs, Failure.of(exc, "call_tool")
         return outputs, None
+
+    def _reset(self, instance: Any, seed: int) -> tuple[str, dict[str, Any]]:
+        level = self.difficulty
+        if level is None or instance.meta.difficulty_levels <= level:
+            return instance.reset(seed=seed)  # type: ignore[no-any-return]
+        return instance.reset(seed=seed, options={"difficulty": level})  # type: ignore[no-any-return]
 
     def _steps(self, instance: Any, ep: Episode, policy: Policy | None, max_steps: int) -> Episode:
         records: list[StepRecord] = []

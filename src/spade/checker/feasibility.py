@@ -275,7 +275,8 @@ def exploit_findings(
     at least ``cfg.exploit_min_wins`` of them.
 
     ``groups`` maps a policy to its episodes: ``constant``, the degenerate kinds (``empty``, ``enumerate``,
-    ``long``, ``format``), ``random`` and ``replay``. Each degenerate kind is judged on its own, so one kind
+    ``long``, ``format``), ``random``, ``guess`` (random numbers in the range the first observation shows)
+    and ``replay``. Each degenerate kind is judged on its own, so one kind
     that always wins is not diluted by the others.
     """
     win = {
@@ -291,6 +292,11 @@ def exploit_findings(
         ("constant", FindingCode.EXPLOITABLE_CONSTANT, "sending one fixed string every turn"),
         *((k, FindingCode.EXPLOITABLE_DEGENERATE, _DEGENERATE_WHAT[k]) for k in DEGENERATE_KINDS),
         ("random", FindingCode.EXPLOITABLE_RANDOM, "random actions"),
+        (
+            "guess",
+            FindingCode.EXPLOITABLE_RANDOM,
+            "guessing numbers in the range shown, ignoring the feedback,",
+        ),
     )
     for group, code, what in checks:
         if win.get(group) and rate(win[group]) > limit and sum(win[group]) >= cfg.exploit_min_wins:

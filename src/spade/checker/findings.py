@@ -108,7 +108,8 @@ class FindingCode(enum.Enum):
     EXPLOITABLE_DEGENERATE = "EXPLOITABLE_DEGENERATE"
     """Empty, enumerating, very long or format-breaking actions win."""
     EXPLOITABLE_RANDOM = "EXPLOITABLE_RANDOM"
-    """Random actions win more often than ``CheckerConfig.exploit_max_success``."""
+    """Random actions, or random guesses in the range of numbers the first observation shows, win more often
+    than ``CheckerConfig.exploit_max_success``."""
     FIXED_SOLUTION = "FIXED_SOLUTION"
     """One seed's multi-step solution wins every other seed too: the agent can memorise it."""
     ANSWER_LEAK = "ANSWER_LEAK"
@@ -175,7 +176,7 @@ class CheckReport:
     """The verdict on one environment source.
 
     ``timings_s`` maps each stage that ran to its wall time; ``stats`` holds rates and counts such as
-    ``solution_win_rate``, ``random_win_rate``, ``degenerate_win_rate``, ``constant_win_rate``,
+    ``solution_win_rate``, ``random_win_rate``, ``guess_win_rate``, ``degenerate_win_rate``, ``constant_win_rate``,
     ``episodes`` and ``steps``. ``seed`` reproduces the run's probe actions and seeds.
     """
 

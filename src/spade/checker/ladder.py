@@ -79,7 +79,7 @@ Rung = Callable[[_Context, Evidence], tuple[list[Finding], Evidence]]
 
 def _parse(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
     code, tree, found = parse(ctx.text, ctx.cfg)
-    prober = Prober(ctx.runner, code or "", ctx.filename, ctx.workers)
+    prober = Prober(ctx.runner, code or "", ctx.filename, ctx.workers, ctx.rule.difficulty)
     return found, replace(ev, code=code or "", tree=tree, prober=prober)
 
 
@@ -232,6 +232,9 @@ def _exploit_jobs(ctx: _Context, ev: Evidence, winners: list[Episode]) -> list[J
     if multi:
         script = [s.action for s in multi[0].steps]
         jobs += [Job("replay", ctx.seed(), probes.scripted(script), len(script)) for _ in range(2)]
+    if not ev.tool_env:
+        guess = [probes.number_guess(random.Random(ctx.seed())) for _ in range(cfg.guess_episodes)]
+        jobs += [Job("guess", ctx.seed(), policy, cfg.termination_turns) for policy in guess]
     return jobs
 
 
