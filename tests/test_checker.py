@@ -28,6 +28,9 @@ from spade.sandbox.inprocess import InProcessSandbox
 
 BROKEN = Path(__file__).parent / "broken_envs"
 FIXTURES = Path(envs.__file__).parent / "official_fixtures"
+# Level 0 edited to 2 dials of 1-8 in 10 turns: binary search still wins, but guessing at random in the range
+# shown wins about a third of the games; the lock's default level (1) is untouched.
+GUESSABLE_LOCK = envs.spec("combination_lock").source().replace("    (3, 12, 12),", "    (2, 8, 10),", 1)
 _EXPECT = re.compile(r"^# expect: (\w+)$", re.MULTILINE)
 # Short limits so hostile cases (infinite loops) fail fast; every honest environment call takes milliseconds.
 FAST_LIMITS = Limits(call_timeout_s=2.0, load_timeout_s=3.0)
@@ -365,6 +368,18 @@ def test_spade_check_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check"]) == 2
 
 
+def test_spade_check_judges_the_level_asked_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from spade.cli import main  # noqa: PLC0415 - the CLI module is only needed here
+
+    path = tmp_path / "lock.py"
+    path.write_text(GUESSABLE_LOCK)
+    assert main(["check", "--seed", "3", str(path)]) == 0
+    assert main(["check", "--seed", "3", "--difficulty", "0", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "EXPLOITABLE_RANDOM" in out
+    assert "guess_win_rate=" in out
+
+
 # -- prose solutions of official tool environments -----------------------------------------------------------
 
 PROSE = (FIXTURES / "tool_review_prose.py").read_text()
@@ -482,9 +497,7 @@ def test_the_checker_uses_the_win_rule_it_is_given(runner: EnvRunner) -> None:
 
 
 def test_the_checker_plays_the_level_the_agent_plays_and_catches_guessable_answers() -> None:
-    # Level 0 edited to 2 dials of 1-8 in 10 turns: binary search still wins, but guessing at random in the
-    # range shown wins about a third of the games; the lock's default level (1) is untouched.
-    source = envs.spec("combination_lock").source().replace("    (3, 12, 12),", "    (2, 8, 10),", 1)
+    source = GUESSABLE_LOCK
     box = InProcessSandbox()
     played = check_env(source, box, seed=3, win=WinRule(difficulty=0))
     assert _fatal_codes(played) == ["EXPLOITABLE_RANDOM"]

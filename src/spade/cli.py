@@ -80,6 +80,8 @@ class CheckArgs:
     """Files checked at once."""
     seed: int | None = None
     """Seed of the probe actions and environment seeds (random when omitted; each report shows it)."""
+    difficulty: int | None = None
+    """Level to reset every instance at, as ``play.difficulty`` in training (default: each file's own)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,7 @@ def _cmd_check(argv: Sequence[str]) -> int:
         return 2
     from spade.checker import check_files  # noqa: PLC0415 - subcommands import what they need
 
-    return check_files(args.files, args.jobs, args.json, seed=args.seed)
+    return check_files(args.files, args.jobs, args.json, seed=args.seed, difficulty=args.difficulty)
 
 
 def _cmd_envs(argv: Sequence[str]) -> int:

@@ -11,18 +11,20 @@ from typing import TextIO
 
 from spade.checker.findings import CheckReport
 from spade.checker.ladder import check_env
-from spade.config import CheckerConfig
+from spade.config import CheckerConfig, WinRule
 from spade.sandbox import Limits, Sandbox, SandboxError
 from spade.sandbox.api import EnvRunner
 
 
-def _check_one(path: Path, runner: EnvRunner, cfg: CheckerConfig, seed: int | None) -> CheckReport | str:
+def _check_one(
+    path: Path, runner: EnvRunner, cfg: CheckerConfig, seed: int | None, win: WinRule
+) -> CheckReport | str:
     """The report for one file, or why it could not be read."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return f"cannot read {path}: {exc}"
-    return check_env(text, runner, cfg, seed=seed, filename=path.name)
+    return check_env(text, runner, cfg, seed=seed, filename=path.name, win=win)
 
 
 def format_report(path: str, report: CheckReport) -> str:
@@ -30,7 +32,10 @@ def format_report(path: str, report: CheckReport) -> str:
     verdict = "PASS" if report.ok else "FAIL"
     lines = [f"{verdict} {path}  ({report.total_s:.2f} s, seed {report.seed})"]
     lines += [f"  {f}" for f in report.findings]
-    shown = ("solution_win_rate", "random_win_rate", "degenerate_win_rate", "constant_win_rate", "episodes")
+    shown = (
+        "solution_win_rate", "random_win_rate", "guess_win_rate", "degenerate_win_rate", "constant_win_rate",
+        "episodes",
+    )  # fmt: skip
     figures = [f"{k}={report.stats[k]:g}" for k in shown if k in report.stats]
     if figures:
         lines.append("  " + "  ".join(figures))
@@ -43,6 +48,7 @@ def check_files(
     as_json: bool = False,
     *,
     seed: int | None = None,
+    difficulty: int | None = None,
     config: CheckerConfig | None = None,
     runner: EnvRunner | None = None,
     out: TextIO | None = None,
@@ -51,6 +57,7 @@ def check_files(
 
     Files may hold environment code or a model reply with a fenced code block. With ``as_json`` each file
     prints one JSON object per line (``{"path": ..., "report": {...}}`` or ``{"path": ..., "error": ...}``).
+    ``difficulty`` resets every instance at that level (None: each environment's default).
 
     Returns:
         The exit code: 0 when every file passes, 1 when any is rejected, 2 when a file cannot be read or the
@@ -67,7 +74,8 @@ def check_files(
         return 2
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            results = list(pool.map(lambda p: _check_one(p, sandbox, cfg, seed), files))
+            win = WinRule(difficulty=difficulty)
+            results = list(pool.map(lambda p: _check_one(p, sandbox, cfg, seed, win), files))
     finally:
         if own:
             sandbox.close()
