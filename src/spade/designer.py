@@ -226,6 +226,9 @@ _PATCH_BLOCK = re.compile(
 )
 
 
+_PATCH_UNCHANGED = "the patch changes nothing"
+
+
 def apply_patch(parent: str, text: str) -> tuple[str | None, str]:
     """Apply the SEARCH/REPLACE blocks of ``text`` to ``parent``; returns ``(code, "")`` or ``(None, why)``.
 
@@ -246,9 +249,6 @@ def apply_patch(parent: str, text: str) -> tuple[str | None, str]:
     if code == _rstrip_lines(parent):
         return None, _PATCH_UNCHANGED
     return code, ""
-
-
-_PATCH_UNCHANGED = "the patch changes nothing"
 
 
 def _rstrip_lines(text: str) -> str:

@@ -276,8 +276,8 @@ def exploit_findings(
 
     ``groups`` maps a policy to its episodes: ``constant``, the degenerate kinds (``empty``, ``enumerate``,
     ``long``, ``format``), ``random``, ``guess`` (random numbers in the range the first observation shows)
-    and ``replay``. Each degenerate kind is judged on its own, so one kind
-    that always wins is not diluted by the others.
+    and ``replay``. Each degenerate kind is judged on its own, so one kind that always wins is not diluted
+    by the others.
     """
     win = {
         k: [e.won(rule.success_threshold, rule.return_mode) for e in v if e.failure is None]
