@@ -70,10 +70,13 @@ def test_episodes_come_from_the_trained_skills_seeds_on_unplayed_seeds() -> None
         assert 3 <= len(demo.turns) <= LOCK.max_turns
 
 
-def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies() -> None:
-    """The warm start trains on exactly the sequence the agent produces when it plays those moves."""
+@pytest.mark.parametrize("hinted", [False, True])
+def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies(hinted: bool) -> None:
+    """The warm start trains on exactly the sequence the agent produces when it plays those moves (with the
+    strategy note as the hint: exactly what a hinted play of those moves produces)."""
     name = "combination_lock"
     policy = CannedPolicy([])
+    hint = envs.spec(name).strategy if hinted else None
 
     async def run() -> tuple[Demo, Trajectory]:
         with Sandbox() as sb:
@@ -83,16 +86,16 @@ def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies() -> 
             env = await sb.aopen(envs.spec(name).source())
             try:
                 seed_used = demo_seed(f"sft/{name}", [cfg.seed], 0)
-                traj = await play_episode(
-                    policy, env, Episode(name, seed_used, options={"difficulty": 0}), LOCK, is_tool_env=False
-                )
+                episode = Episode(name, seed_used, hint, options={"difficulty": 0})
+                traj = await play_episode(policy, env, episode, LOCK, is_tool_env=False)
             finally:
                 await env.aclose()
             return demo, traj
 
     demo, traj = asyncio.run(run())
-    sample = sft.episode_sample(policy.template, demo)
+    sample = sft.episode_sample(policy.template, demo, hint or "")
     assert traj.success
+    assert traj.hinted == hinted
     assert sample.tokens_T == traj.tokens_T
     assert sample.mask_T == traj.mask_T
     assert sample.advantage == 1.0
@@ -218,11 +221,23 @@ def test_warm_start_trains_every_epoch_at_its_own_lr_then_restores_the_trainers(
     assert trainer.updates == 2 * 3  # 5 episodes in batches of 2, twice
     assert trainer.lr == 0.01
     assert metrics["sft/episodes"] == 5
+    assert metrics["sft/hinted_episodes"] == 0
     assert metrics["sft/steps"] == 6
     assert metrics["sft/failed_scripts"] == 0
     assert metrics["sft/loss_last"] < metrics["sft/loss_first"]
     assert metrics["sft/tokens"] > 0
     assert [line.split(",")[0] for line in seen] == ["sft: epoch 1/2", "sft: epoch 2/2"]
+
+
+def test_the_first_hinted_episodes_carry_their_games_strategy_note() -> None:
+    cfg = _cfg(episodes=4, hinted_episodes=3, epochs=1, batch=4)
+    notes = []
+
+    async def run() -> dict[str, float]:
+        with Sandbox() as sb:
+            return await sft.warm_start(cfg, sb, CannedPolicy([]).template, ScriptedTrainer(), notes.append)
+
+    assert asyncio.run(run())["sft/hinted_episodes"] == 3
 
 
 def test_a_designer_only_warm_start_trains_the_designer_role() -> None:
@@ -263,6 +278,8 @@ def test_bad_sft_settings_are_config_errors() -> None:
     other_skill = dataclasses.replace(CPU_TINY.designer, seeds=("seating", "countdown"))  # another skill
     with pytest.raises(ConfigError, match=r"designer\.seeds \['countdown'\].*from combination_lock, seating"):
         validate(dataclasses.replace(_cfg(), designer=other_skill))
+    with pytest.raises(ConfigError, match=r"sft\.hinted_episodes must be in \[0, sft\.episodes=2\]"):
+        validate(_cfg(episodes=2, hinted_episodes=3))
     with pytest.raises(ConfigError, match=r"sft\.hints must be >= 0"):
         validate(_cfg(hints=-1))
     tools = dataclasses.replace(CPU_TINY.designer, setting="tool_use", skills=(), seeds=())

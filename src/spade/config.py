@@ -510,6 +510,10 @@ class SFTConfig:
     """Designer line edits to imitate besides the episodes (needs ``designer.edit_format='lines'``): the
     designer's own prompt for a seed game of ``designer.skills``, answered with a mechanical one-number edit
     of its shown lines that changes the game at ``play.difficulty`` and that the checker accepts."""
+    hinted_episodes: int = 0
+    """Of the scripted episodes, how many show the game's strategy note (the docstring of its
+    ``solution()``) as the hint in the first observation, as a hinted play does: the agent then meets a hint
+    with the same good play instead of first seeing one in RL, where a small model follows it literally."""
     hints: int = 0
     """Hint requests to imitate besides: the hint prompt for a seed game of ``designer.skills`` (code only, as
     the loop asks it), answered after ``designer.hint_prefix`` with the game's strategy note, the docstring of
@@ -639,6 +643,10 @@ def validate(cfg: TrainConfig) -> None:
     _require(
         cfg.sft.designs == 0 or d.edit_format == "lines",
         "sft.designs imitates line edits: set designer.edit_format=lines (or sft.designs 0)",
+    )
+    _require(
+        0 <= cfg.sft.hinted_episodes <= cfg.sft.episodes,
+        f"sft.hinted_episodes must be in [0, sft.episodes={cfg.sft.episodes}] (got {cfg.sft.hinted_episodes})",
     )
     _require(cfg.sft.hints >= 0, f"sft.hints must be >= 0 (got {cfg.sft.hints})")
     _require(

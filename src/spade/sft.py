@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from spade import envs
-from spade.agent import GAME_SYSTEM
+from spade.agent import GAME_SYSTEM, HINT_TEMPLATE
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.checker import CheckReport, FindingCode, acheck_env
 from spade.config import TrainConfig, to_dict
@@ -183,11 +183,13 @@ def design_sample(template: TurnTemplate, prompt: list[int], reply: str) -> Trai
     return TrainSample(tokens, mask, (0.0,) * len(tokens), advantage=1.0, role="designer")
 
 
-def episode_sample(template: TurnTemplate, demo: Demo) -> TrainSample:
-    """One solved episode as the agent would have played it: replies carry the loss (advantage 1)."""
+def episode_sample(template: TurnTemplate, demo: Demo, hint: str = "") -> TrainSample:
+    """One solved episode as the agent would have played it (with ``hint``: as a hinted play shows it):
+    replies carry the loss (advantage 1)."""
+    first = HINT_TEMPLATE.format(observation=demo.turns[0][0], hint=hint) if hint else demo.turns[0][0]
     messages: list[Message] = [
         {"role": "system", "content": GAME_SYSTEM},
-        {"role": "user", "content": demo.turns[0][0]},
+        {"role": "user", "content": first},
     ]
     stream = TokenStream.from_messages(template, messages)
     end = [] if template.end_of_turn_id is None else [template.end_of_turn_id]
@@ -232,13 +234,15 @@ async def warm_start(
             f"sft: no seed game of {', '.join(designer_games(cfg))} has a strategy note (a docstring on its "
             "solution()) to answer hint requests with; set sft.hints 0"
         )
-    samples = [episode_sample(template, demo) for _, demo in episodes]
+    hinted = cfg.sft.hinted_episodes
+    notes = [envs.spec(name).strategy if i < hinted else "" for i, (name, _) in enumerate(episodes)]
+    samples = [episode_sample(template, demo, note) for (_, demo), note in zip(episodes, notes, strict=True)]
     samples += [
         design_sample(template, template.render(messages, add_generation_prompt=True), reply)
         for messages, reply in edits
     ]
-    hinted = hint_samples(cfg, template)
-    samples += hinted
+    hint_replies = hint_samples(cfg, template)
+    samples += hint_replies
     set_lr = getattr(trainer, "set_lr", None)
     if cfg.sft.lr > 0.0 and set_lr is None:
         raise SpadeError("sft.lr needs a single-process trainer; leave it 0 to warm up at trainer.lr")
@@ -260,7 +264,8 @@ async def warm_start(
         "sft/failed_scripts": float(failed),
         "sft/designs": float(len(edits)),
         "sft/refused_edits": float(refused),
-        "sft/hints": float(len(hinted)),
+        "sft/hints": float(len(hint_replies)),
+        "sft/hinted_episodes": float(sum(bool(note) for note in notes)),
         "sft/steps": float(len(losses)),
         "sft/tokens": float(sum(sum(s.mask_T) for s in samples)),
         "sft/loss_first": losses[0],
