@@ -915,7 +915,9 @@ CPU_TINY = TrainConfig(
     # to 1 (two passes: 0.6-1.0, often every game of a group won): RL then has groups with and without
     # wins. The designer (the same model) imitates 16 checked one-number edits alongside: without them 1 to
     # 3 of 4 designs were valid, by chance of the line named. Asked for hints, it wrote code until it imitated
-    # 4 hint requests answered with the seed games' strategy notes.
+    # 4 hint requests answered with the seed games' strategy notes; 8 of the 16 games show that note as the
+    # hint (without them it lost every hinted play). 20 or 24 games won more from step 0, but the designer
+    # then mostly repeated the shown line, or the win rate fell over the run (docs/running.md).
     sft=SFTConfig(
         episodes=16,
         envs=("combination_lock",),
