@@ -145,6 +145,24 @@ def test_mixed_designs_keep_valid_and_reject_the_rest(tmp_path: Path) -> None:
     assert any(k.startswith("designer/rejected/") for k in first)
 
 
+def test_design_retries_fill_slots_and_keep_every_failed_attempt(tmp_path: Path) -> None:
+    once = DesignerConfig(envs_per_regen=10, regen_interval=2, skills_per_regen=2, max_tokens=4096)
+    retried = dataclasses.replace(once, attempts=3)
+    first = train(scripted_config(tmp_path, "mixed", steps=1, name="once", designer=once)).read_metrics()[0]
+    again = train(scripted_config(tmp_path, "mixed", steps=1, name="retry", designer=retried)).read_metrics()[0]
+    assert first["designer/attempts_mean"] == 1.0
+    assert first["designer/slots_filled"] == first["designer/valid_rate"] < 1.0
+    # the first attempts are the same designs; each rejected slot was designed again with a fresh document
+    assert again["designer/attempts_mean"] > 1.0
+    assert again["designer/slots_filled"] > first["designer/slots_filled"]
+    assert again["designer/envs"] == round(10 * again["designer/attempts_mean"])
+    valid = round(again["designer/valid_rate"] * again["designer/envs"])
+    assert valid == round(10 * again["designer/slots_filled"])  # one valid design per filled slot
+    # every attempt, failed ones included, is credited and trained (the penalty ranks them below the valid)
+    assert again["designer/credited"] == again["designer/envs"] == again["designer/samples_kept"]
+    assert len(list((tmp_path / "retry" / "envs").glob("s00000_*.py"))) == valid
+
+
 def _wait_for_rows(proc: subprocess.Popen[bytes], metrics: Path, rows: int) -> bool:
     """Wait until ``metrics`` holds ``rows`` lines (True) or the process ends (False)."""
     while proc.poll() is None:

@@ -255,7 +255,11 @@ class DesignerConfig:
     skills_per_regen: int = 3
     """Round-robin window of skills active per regeneration epoch."""
     envs_per_regen: int = 24
-    """Environments designed at every regeneration (one designer sample each)."""
+    """Environment slots designed at every regeneration (one designer sample each, per attempt)."""
+    attempts: int = 1
+    """Designs per slot at most: a slot whose design fails extraction or the checker is designed again with
+    a fresh document, until one is valid (the released recipe retries 5 times). Every failed attempt is a
+    designer sample credited ``reward.invalid_penalty``, and its tokens count against ``sampled_token_budget``."""
     regen_interval: int = 4
     """Steps between regenerations; the current environments are replayed in between."""
     edit_fraction: float = 0.0
@@ -657,6 +661,7 @@ def validate(cfg: TrainConfig) -> None:
     _check_seed_names(cfg)
     _require(d.regen_interval >= 1, "designer.regen_interval must be >= 1")
     _require(d.envs_per_regen >= 1, "designer.envs_per_regen must be >= 1")
+    _require(d.attempts >= 1, f"designer.attempts must be >= 1 (1: no retry; got {d.attempts})")
     _require(0.0 <= d.edit_fraction <= 1.0, "designer.edit_fraction must be in [0, 1]")
     known = skills_for(d.setting)
     bad = [s for s in d.skills if s not in known]
@@ -800,12 +805,14 @@ PAPER = TrainConfig(
     name="paper",
     model=ModelConfig(max_context=32768),
     play=PlayConfig(top_p=0.95, top_k=20),
-    designer=DesignerConfig(max_tokens=16384, hint_max_tokens=4096, doc_tokens=6000, top_p=0.95, top_k=20),
+    designer=DesignerConfig(
+        max_tokens=16384, hint_max_tokens=4096, doc_tokens=6000, top_p=0.95, top_k=20, attempts=5
+    ),
     reward=RewardConfig(delay=4, rate_measure="mean_return"),
     trainer=TrainerConfig(weight_decay=0.1, tis_fresh=True),
 )
 """The released games recipe (8 GPUs, 30B): 24 environments every 4 steps over a 3-of-6 skill rotation,
-8 plays + 16 hinted plays each, 25 turns, 32k context (play and design), designer 16k new tokens, hints 4k,
+8 plays + 16 hinted plays each, a rejected design retried up to 5 times, 25 turns, 32k context (play and design), designer 16k new tokens, hints 4k,
 6,000-word documents, top-p 0.95 / top-k 20, blend reward credited after 4 steps with the plateau term on
 the window's mean return, weight decay 0.1, TIS on every sample. The regret estimator uses every hinted
 play (``--reward.regret-estimator difference_of_means`` is the authors'). Paper ablations are single
@@ -827,6 +834,7 @@ PAPER_TOOL = TrainConfig(
         top_p=0.95,
         top_k=20,
         tool_contract="multi_turn",
+        attempts=5,
     ),
     reward=RewardConfig(delay=8, rate_measure="mean_return"),
     trainer=TrainerConfig(kl_coef=0.005, weight_decay=0.1, tis_fresh=True),

@@ -190,37 +190,80 @@ def _pool(cfg: TrainConfig) -> list[EnvSource]:
 async def design_phase(
     cfg: TrainConfig, c: Components, step: int
 ) -> tuple[list[DesignOutcome], dict[str, Any]]:
-    """Design, check, archive and hint one regeneration of environments."""
+    """Design, check, archive and hint one regeneration of environments.
+
+    A slot whose design fails extraction or the checker is designed again with a fresh document (and a
+    fresh parent), up to ``designer.attempts`` designs per slot, as the released recipe retries. Unlike the
+    release, every failed attempt stays an outcome: its sample is credited ``reward.invalid_penalty``.
+    """
     d = cfg.designer
     c.prune_design_samples()
     rng = derive_rng(cfg.seed, "design", step)
     skills = list(d.skills) or list(skills_for(d.setting))
     slots = designer.plan_slots(skills, d.skills_per_regen, step // d.regen_interval, d.envs_per_regen,
                          edit_fraction=d.edit_fraction, rng=rng)  # fmt: skip
-    epoch = step // d.regen_interval
+    tried = _Attempts()
+    todo = list(slots)
+    for _ in range(d.attempts):
+        todo = await _attempt(cfg, c, todo, rng, step, tried=tried) if todo else todo
+    outcomes, hint_stats = await _hint(cfg, c, tried.outcomes, step)
+    if c.keep.enabled:
+        records = [
+            _design_record(x, o, r, step)
+            for x, o, r in zip(tried.designs, outcomes, tried.reports, strict=True)
+        ]
+        transcripts.write(c.run.root, step, "design", records)
+    metrics = _design_metrics(tried.designs, outcomes)
+    metrics.update(hint_stats)
+    metrics["designer/attempts_mean"] = len(tried.designs) / max(len(slots), 1)
+    metrics["designer/slots_filled"] = (len(slots) - len(todo)) / max(len(slots), 1)
+    metrics["time/check_s"] = tried.check_s
+    return outcomes, metrics
+
+
+@dataclass
+class _Attempts:
+    """Every design of one regeneration so far, in order, with its check report and archived outcome."""
+
+    designs: list[designer.Design] = dataclasses.field(default_factory=list)
+    reports: list[CheckReport | None] = dataclasses.field(default_factory=list)
+    outcomes: list[DesignOutcome] = dataclasses.field(default_factory=list)
+    check_s: float = 0.0
+
+
+async def _attempt(
+    cfg: TrainConfig,
+    c: Components,
+    slots: Sequence[designer.Slot],
+    rng: random.Random,
+    step: int,
+    *,
+    tried: _Attempts,
+) -> list[designer.Slot]:
+    """Design, check and archive one design for each of ``slots`` (added to ``tried``); returns the slots
+    whose design was rejected. Environment ids and probe seeds count designs over the regeneration."""
+    d = cfg.designer
+    epoch, first = step // d.regen_interval, len(tried.designs)
     requests = [_request(cfg, c, slot, rng, epoch * d.envs_per_regen + slot.index) for slot in slots]
     params = SamplingParams(temperature=d.temperature, top_p=d.top_p, top_k=d.top_k, max_tokens=d.max_tokens)
     designs = await designer.design(
         c.policy, requests, params, doc_tokens=d.doc_tokens, example_chars=d.example_code_chars
     )
     t0 = time.perf_counter()
-    reports = await _check_all(cfg, c, designs, step)
-    reports = await _reject_unchanged(cfg, c, designs, reports, step)
+    reports = await _check_all(cfg, c, designs, step, first=first)
+    reports = await _reject_unchanged(cfg, c, designs, reports, step, first=first)
     if cfg.checker.llm_review:
-        reports = await _review(c, designs, reports, cfg.designer.hint_max_tokens, cfg.designer.setting)
-    check_s = time.perf_counter() - t0
-    outcomes = []
-    for i, (design, report) in enumerate(zip(designs, reports, strict=True)):
-        env_id = f"s{step:05d}_{i:02d}_{design.skill}"
-        outcomes.append(_archive(c, design, report, env_id, step, keep_sample=d.train))
-    outcomes, hint_stats = await _hint(cfg, c, outcomes, step)
-    if c.keep.enabled:
-        records = [_design_record(x, o, r, step) for x, o, r in zip(designs, outcomes, reports, strict=True)]
-        transcripts.write(c.run.root, step, "design", records)
-    metrics = _design_metrics(designs, outcomes)
-    metrics.update(hint_stats)
-    metrics["time/check_s"] = check_s
-    return outcomes, metrics
+        reports = await _review(c, designs, reports, d.hint_max_tokens, d.setting)
+    tried.check_s += time.perf_counter() - t0
+    failed = []
+    for slot, design, report in zip(slots, designs, reports, strict=True):
+        env_id = f"s{step:05d}_{len(tried.outcomes):02d}_{design.skill}"
+        outcome = _archive(c, design, report, env_id, step, keep_sample=d.train)
+        tried.designs.append(design)
+        tried.reports.append(report)
+        tried.outcomes.append(outcome)
+        failed += [] if outcome.valid else [slot]
+    return failed
 
 
 def _request(
@@ -260,16 +303,19 @@ def _request(
 
 
 async def _check_all(
-    cfg: TrainConfig, c: Components, designs: Sequence[designer.Design], step: int
+    cfg: TrainConfig, c: Components, designs: Sequence[designer.Design], step: int, *, first: int = 0
 ) -> list[CheckReport | None]:
-    """Run the ladder on every extracted source, a few at a time (each ladder waits on its sandbox children)."""
+    """Run the ladder on every extracted source, a few at a time (each ladder waits on its sandbox children).
+
+    ``first``: the regeneration's index of ``designs[0]`` (retries continue the count), which seeds the probes.
+    """
     gate = asyncio.Semaphore(cluster.check_concurrency(cfg))
 
     async def one(i: int, design: designer.Design) -> CheckReport | None:
         if design.code is None:
             return None
         async with gate:  # in a thread over the local sandbox, or on a Ray worker
-            seed = derive_seed(cfg.seed, "check", step, i)
+            seed = derive_seed(cfg.seed, "check", step, first + i)
             return await cluster.check_source(c.runner, design.code, cfg.checker, seed=seed, win=cfg.play)
 
     return list(await asyncio.gather(*(one(i, x) for i, x in enumerate(designs))))
@@ -281,6 +327,8 @@ async def _reject_unchanged(
     designs: Sequence[designer.Design],
     reports: list[CheckReport | None],
     step: int,
+    *,
+    first: int = 0,
 ) -> list[CheckReport | None]:
     """Reject (``UNCHANGED_GAME``) an accepted edit whose scripted solution plays one instance at
     ``play.difficulty`` exactly as its parent's does: it changed a comment or a level not played, so the
@@ -292,7 +340,7 @@ async def _reject_unchanged(
         if report is None or not report.ok or design.code is None or design.parent_id is None:
             return report
         parent = c.memory.get(design.parent_id).code
-        seed = derive_seed(cfg.seed, "unchanged", step, i)
+        seed = derive_seed(cfg.seed, "unchanged", step, first + i)
         async with gate:
             before, after = await same_instance_demos(
                 c.runner, parent, design.code, seed=seed, options=options, max_actions=turns
