@@ -12,11 +12,13 @@ from spade.summary import run_summary
 def test_summary_compares_first_and_last_third() -> None:
     rows = [
         {"step": 0, "agent/win_rate": 0.1, "agent/return_mean": 0.2, "designer/envs": 4.0,
-         "designer/valid_rate": 0.5, "speed/sampled_tokens_per_s": 100.0, "resources/peak_rss_gb": 2.5},
+         "designer/valid_rate": 0.5, "speed/sampled_tokens_per_s": 100.0, "resources/peak_rss_gb": 2.5,
+         "agent/constant_group_share": 0.5},
         {"step": 1, "agent/win_rate": 0.2, "agent/return_mean": 0.3, "designer/credited": 4.0,
          "designer/samples_kept": 3.0, "designer/regret_mean": 0.25, "designer/regret_measured": 2.0,
          "designer/regret_min": -0.25, "designer/regret_max": 0.75, "agent/win_rate_hint": 0.4},
-        {"step": 2, "agent/win_rate": 0.6, "agent/return_mean": 0.7, "resources/peak_rss_gb": 3.0},
+        {"step": 2, "agent/win_rate": 0.6, "agent/return_mean": 0.7, "resources/peak_rss_gb": 3.0,
+         "agent/constant_group_share": 0.0},
         {"step": 3, "eval/reasoning_gym/score": 0.2},  # the final evaluation's row: not a step
     ]  # fmt: skip
     rows = [{"agent/plays": 16.0, **r} if "agent/win_rate" in r else r for r in rows]
@@ -27,6 +29,7 @@ def test_summary_compares_first_and_last_third() -> None:
     assert "samples trained per regeneration [3]" in text
     assert "mean regret +0.250 (2 environments measured, from -0.25 to +0.75)" in text
     assert "3.00 GB" in text
+    assert "groups with equal returns (no gradient) 0.25" in text
     assert "environments played in both thirds" not in text  # no per-environment plays given
     plays = [("a", 0, 0.5, 4), ("b", 0, 0.0, 4), ("c", 0, 1.0, 4), ("a", 2, 1.0, 4), ("b", 2, 0.5, 4),
              ("d", 2, 0.0, 8), ("a", 1, 0.0, 4)]  # fmt: skip

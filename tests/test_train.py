@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from spade import designer, envs, phases
+from spade import designer, envs, phases, rewards
 from spade.checker import CheckReport, FindingCode
 from spade.config import (
     CheckerConfig,
@@ -36,7 +36,7 @@ from spade.credit import EnvStats, PendingCredit
 from spade.memory import EnvStatus, Memory
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
-from spade.train import LoopState, PolicyFailedError, _choose_current, _remember, train
+from spade.train import LoopState, PolicyFailedError, _choose_current, _constant_share, _remember, train
 from spade.types import Completion, EnvSource
 
 SCRIPTED_FLAGS = [
@@ -149,7 +149,9 @@ def test_design_retries_fill_slots_and_keep_every_failed_attempt(tmp_path: Path)
     once = DesignerConfig(envs_per_regen=10, regen_interval=2, skills_per_regen=2, max_tokens=4096)
     retried = dataclasses.replace(once, attempts=3)
     first = train(scripted_config(tmp_path, "mixed", steps=1, name="once", designer=once)).read_metrics()[0]
-    again = train(scripted_config(tmp_path, "mixed", steps=1, name="retry", designer=retried)).read_metrics()[0]
+    again = train(scripted_config(tmp_path, "mixed", steps=1, name="retry", designer=retried)).read_metrics()[
+        0
+    ]
     assert first["designer/attempts_mean"] == 1.0
     assert first["designer/slots_filled"] == first["designer/valid_rate"] < 1.0
     # the first attempts are the same designs; each rejected slot was designed again with a fresh document
@@ -161,6 +163,13 @@ def test_design_retries_fill_slots_and_keep_every_failed_attempt(tmp_path: Path)
     # every attempt, failed ones included, is credited and trained (the penalty ranks them below the valid)
     assert again["designer/credited"] == again["designer/envs"] == again["designer/samples_kept"]
     assert len(list((tmp_path / "retry" / "envs").glob("s00000_*.py"))) == valid
+
+
+def test_constant_group_share_counts_groups_not_plays() -> None:
+    ids = ["a", "a", "a", "b", "b", "c", "c"]
+    adv = rewards.agent_advantages([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0], ids)
+    assert _constant_share(ids, adv.drop_N) == pytest.approx(2 / 3)  # a and c constant, b not
+    assert _constant_share([], []) == 0.0
 
 
 def _wait_for_rows(proc: subprocess.Popen[bytes], metrics: Path, rows: int) -> bool:

@@ -811,13 +811,13 @@ PAPER = TrainConfig(
     reward=RewardConfig(delay=4, rate_measure="mean_return"),
     trainer=TrainerConfig(weight_decay=0.1, tis_fresh=True),
 )
-"""The released games recipe (8 GPUs, 30B): 24 environments every 4 steps over a 3-of-6 skill rotation,
-8 plays + 16 hinted plays each, a rejected design retried up to 5 times, 25 turns, 32k context (play and design), designer 16k new tokens, hints 4k,
-6,000-word documents, top-p 0.95 / top-k 20, blend reward credited after 4 steps with the plateau term on
-the window's mean return, weight decay 0.1, TIS on every sample. The regret estimator uses every hinted
-play (``--reward.regret-estimator difference_of_means`` is the authors'). Paper ablations are single
-switches on top: ``--designer.no-train``, ``--memory.no-enabled``, ``--corpus.no-enabled``,
-``--designer.skills mathematical_reasoning pattern_recognition``."""
+"""The released games recipe (8 GPUs, 30B): 24 environments every 4 steps over a 3-of-6 skill rotation, 8 plays + 16
+hinted plays each, a rejected design retried up to 5 times, 25 turns, 32k context (play and design), designer 16k
+new tokens, hints 4k, 6,000-word documents, top-p 0.95 / top-k 20, blend reward credited after 4 steps with the
+plateau term on the window's mean return, weight decay 0.1, TIS on every sample. The regret estimator uses every
+hinted play (``--reward.regret-estimator difference_of_means`` is the authors'). Paper ablations are single
+switches on top: ``--designer.no-train``, ``--memory.no-enabled``, ``--corpus.no-enabled``, ``--designer.skills
+mathematical_reasoning pattern_recognition``."""
 
 PAPER_TOOL = TrainConfig(
     name="paper-tool",

@@ -56,6 +56,12 @@ def _matched_wins(
     return f"; on the {envs} played in both thirds {_fmt(rates[0])} -> {_fmt(rates[1])}"
 
 
+def _constant_groups(rows: Sequence[dict[str, Any]]) -> str:
+    """The share of groups dropped for equal returns: plays that taught the agent nothing."""
+    share = _mean(rows, "agent/constant_group_share")
+    return "" if share is None else f"; groups with equal returns (no gradient) {_fmt(share)}"
+
+
 def run_summary(rows: Sequence[dict[str, Any]], plays: Sequence[Played] = ()) -> list[str]:
     """Lines saying how validity, wins, regret, designer learning signal, speed and memory went (over the
     steps' rows: a row of the run's final evaluation alone is not a step); ``plays``: the archive's per
@@ -81,7 +87,8 @@ def run_summary(rows: Sequence[dict[str, Any]], plays: Sequence[Played] = ()) ->
         f"{_fmt(_mean(last, 'agent/win_rate'))} in the last third; with hint "
         f"{_fmt(_mean(rows, 'agent/win_rate_hint'))} vs without {_fmt(_mean(rows, 'agent/win_rate'))}"
         + _seed_wins(first, last)
-        + _matched_wins(first, last, plays),
+        + _matched_wins(first, last, plays)
+        + _constant_groups(rows),
         f"  return {_fmt(_mean(first, 'agent/return_mean'))} -> {_fmt(_mean(last, 'agent/return_mean'))}; "
         f"sampling {_fmt(_mean(rows, 'speed/sampled_tokens_per_s'), '.0f')} tok/s; peak memory "
         f"{_fmt(max((float(r.get('resources/peak_rss_gb', 0.0)) for r in rows), default=None), '.2f')} GB",

@@ -430,6 +430,7 @@ def _score_agent(
         "agent/return_mean": _mean([t.episode_return for t in plain]),
         "agent/turns_mean": _mean([len(t.transitions) for t in plain]),
         "agent/samples_kept": float(len(samples)),
+        "agent/constant_group_share": _constant_share([t.env_id for t in plain], adv.drop_N),
         "agent/tokens": float(sum(len(t.tokens_T) for t in trajectories)),
         "agent/sampled_tokens": float(sum(sum(t.mask_T) for t in trajectories)),
         **status_counts(plain, "agent"),
@@ -443,6 +444,13 @@ def _score_agent(
         if errors:
             metrics["designer/regret_se"] = _mean(errors)
     return samples, metrics, per_env
+
+
+def _constant_share(env_ids_N: Sequence[str], drop_N: Sequence[bool]) -> float:
+    """Fraction of the step's groups (an environment's unhinted plays) whose returns were all equal: their
+    plays carry no gradient and are dropped (``reward.drop_constant_groups``)."""
+    dropped = {e: bool(d) for e, d in zip(env_ids_N, drop_N, strict=True)}
+    return sum(dropped.values()) / len(dropped) if dropped else 0.0
 
 
 def _env_stats(
