@@ -9,18 +9,32 @@ from typing import Any
 import numpy as np
 
 Rows = list[dict[str, Any]]
-MARKERS = ("o", "s", "^", "D")
+MARKERS = ("o", "s", "^", "D", "v")
 
 
-def mode_curve(runs: Sequence[Rows], key: str) -> tuple[list[int], list[float]]:
-    """Steps and the mean over runs of ``key`` at each step some run logged it."""
+def tokens_before(rows: Rows) -> dict[int, float]:
+    """Step -> sampled tokens the run had spent before that step (an evaluation at the top of step ``s``
+    scores the policy those tokens trained; the final evaluation's row is the step after the last)."""
+    spent = {
+        int(r["step"]) + 1: float(r["budget/sampled_tokens"]) for r in rows if "budget/sampled_tokens" in r
+    }
+    return {0: 0.0, **spent}
+
+
+def mode_curve(runs: Sequence[Rows], key: str, x: str = "step") -> tuple[list[float], list[float]]:
+    """Positions and the mean over runs of ``key`` at each step some run logged it; ``x`` 'step', or
+    'tokens': the mean over those runs of the sampled tokens spent before it."""
     by_step: dict[int, list[float]] = {}
+    at: dict[int, list[float]] = {}
     for rows in runs:
+        spent = tokens_before(rows)
         for r in rows:
             if isinstance(r.get(key), int | float):
-                by_step.setdefault(int(r["step"]), []).append(float(r[key]))
+                step = int(r["step"])
+                by_step.setdefault(step, []).append(float(r[key]))
+                at.setdefault(step, []).append(spent.get(step, float("nan")) if x == "tokens" else step)
     steps = sorted(by_step)
-    return steps, [float(np.mean(by_step[s])) for s in steps]
+    return [float(np.mean(at[s])) for s in steps], [float(np.mean(by_step[s])) for s in steps]
 
 
 def eval_keys(rows: Mapping[str, Mapping[str, Rows]]) -> list[str]:
@@ -29,8 +43,11 @@ def eval_keys(rows: Mapping[str, Mapping[str, Rows]]) -> list[str]:
     return sorted(k for k in keys if k.startswith("eval/") and k.endswith("/score") and k.count("/") == 2)
 
 
-def draw(path: Path, title: str, rows: Mapping[str, Mapping[str, Rows]], keys: Sequence[str]) -> Path:
-    """One chart of ``keys`` (first solid, second dashed) per mode; says so when nothing was logged."""
+def draw(
+    path: Path, title: str, rows: Mapping[str, Mapping[str, Rows]], keys: Sequence[str], x: str = "step"
+) -> Path:
+    """One chart of ``keys`` (first solid, second dashed) per mode against ``x`` ('step' or 'tokens':
+    sampled tokens spent); says so when nothing was logged."""
     import matplotlib as mpl  # noqa: PLC0415 - heavy; only the report needs it
 
     mpl.use("Agg")
@@ -41,9 +58,9 @@ def draw(path: Path, title: str, rows: Mapping[str, Mapping[str, Rows]], keys: S
     for i, (mode, runs) in enumerate(rows.items()):
         # modes start from the same warm start, so their first points coincide: a small shift along the
         # step axis and a marker per mode keep every line visible
-        shift = (i - (len(rows) - 1) / 2) * 0.08
+        shift = (i - (len(rows) - 1) / 2) * 0.08 if x == "step" else 0.0
         for key, style in zip(keys, ("-", "--", ":"), strict=False):
-            steps, values = mode_curve(list(runs.values()), key)
+            steps, values = mode_curve(list(runs.values()), key, x)
             if steps:
                 label = mode if key == keys[0] else f"{mode} ({key.rsplit('/', 1)[-1]})"
                 ax.plot([s + shift for s in steps], values, style, color=f"C{i}", marker=MARKERS[i % len(MARKERS)],
@@ -54,7 +71,7 @@ def draw(path: Path, title: str, rows: Mapping[str, Mapping[str, Rows]], keys: S
     else:
         ax.text(0.5, 0.5, "no run logged this metric", ha="center", va="center", transform=ax.transAxes)
     ax.set_title(title, fontsize=9)
-    ax.set_xlabel("step")
+    ax.set_xlabel("step" if x == "step" else "sampled tokens (agent, designs and hints)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

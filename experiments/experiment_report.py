@@ -72,14 +72,19 @@ def diff_table(items: Mapping[str, Mapping[str, Sequence[Items]]], modes: Sequen
     return lines
 
 
+def measures_nothing(groups: Mapping[str, Sequence[Items]]) -> bool:
+    """Whether the starting model scores 0 on every item: no policy can be worse, and a suite nobody can
+    win cold says little about transfer. Such a suite is listed but kept out of the verdicts."""
+    return all(s == 0 for run in groups.get(START, []) for v in run.values() for s in v)
+
+
 def summary(items: Mapping[str, Mapping[str, Sequence[Items]]], modes: Sequence[str]) -> str:
-    """The computed verdicts in words: SPADE against each baseline and the start model, per suite."""
+    """The computed verdicts in words: SPADE against each baseline and the start model, per suite (suites the
+    starting model never scores on are named and dropped from the verdicts)."""
     out = []
     for suite, groups in items.items():
-        if all(s == 0 for runs in groups.values() for run in runs for v in run.values() for s in v):
-            out.append(
-                f"- {suite}: every policy scores 0 on every item, so this suite measures nothing here."
-            )
+        if measures_nothing(groups):
+            out.append(f"- {suite}: the starting model scores 0 on every item; dropped from the verdicts.")
             continue
         for a, b in comparisons(modes):
             if b != "selfplay" and a != START:
@@ -90,6 +95,20 @@ def summary(items: Mapping[str, Mapping[str, Sequence[Items]]], modes: Sequence[
             seeds = f"{n_b} seeds" if n_a == n_b else f"{n_b} seeds against {n_a}"
             out.append(f"- {suite}: {b} {word} {a} ({_fmt(e, signed=True)}, {e.items} items, {seeds}).")
     return "\n".join(out)
+
+
+def primary_result(
+    items: Mapping[str, Mapping[str, Sequence[Items]]], suite: str, pair: tuple[str, str]
+) -> str:
+    """The pre-declared comparison's outcome in one sentence (or why it cannot be computed)."""
+    a, b = pair
+    groups = items.get(suite, {})
+    if a not in groups or b not in groups:
+        return f"**Primary result**: not available ({suite} or a mode of {b} − {a} was not run)."
+    e = paired_difference(groups[a], groups[b])
+    half = (e.hi - e.lo) / 2
+    return (f"**Primary result** ({suite}, {b} − {a}): {_fmt(e, signed=True)}, half-width {half:.3f}, "
+            f"{e.items} items, {e.seeds} seeds: {b} {_verb(e)} {a}.")  # fmt: skip
 
 
 def warm_start_table(finals: Mapping[str, Sequence[Items]], warm: Mapping[str, Sequence[Items]]) -> list[str]:
@@ -106,12 +125,14 @@ def warm_start_table(finals: Mapping[str, Sequence[Items]], warm: Mapping[str, S
     return lines
 
 
-def warm_start_summary(finals: Mapping[str, Sequence[Items]], warm: Mapping[str, Sequence[Items]]) -> str:
+def warm_start_summary(
+    finals: Mapping[str, Sequence[Items]], warm: Mapping[str, Sequence[Items]], suite: str
+) -> str:
     """The verdict of each mode against its warm start, in words."""
     out = []
     for mode, starts in warm.items():
         e = paired_difference(starts, finals[mode])
-        out.append(f"\n- rg: {mode} {_verb(e)} its own warm start ({_fmt(e, signed=True)}, {e.items} items, "
+        out.append(f"\n- {suite}: {mode} {_verb(e)} its own warm start ({_fmt(e, signed=True)}, {e.items} items, "
                    f"{e.seeds} seeds; the warm start scored by the in-training evaluation at step 0).")  # fmt: skip
     return "".join(out)
 
@@ -183,9 +204,8 @@ def curves(images: Path, rows: Mapping[str, Mapping[str, list[dict[str, Any]]]])
 
     out = [(title, draw(images / f"{name}.png", title, rows, keys)) for name, title, keys in CURVES]
     keys = eval_keys(rows) or ["eval/none/score"]
-    out.append(("held-out score over steps (in-training evaluation)",
-                draw(images / "heldout.png", "held-out score over steps: " + ", ".join(k.split("/")[1] for k in keys),
-                     rows, keys)))  # fmt: skip
+    title = "held-out score against sampled tokens (in-training evaluation)"
+    out.append((title, draw(images / "heldout.png", title, rows, keys, x="tokens")))
     return out
 
 
@@ -193,15 +213,17 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
           eval_s: float, wall_s: float, *, warm: Mapping[str, Sequence[Items]] | None = None) -> Report:  # fmt: skip
     """The report of a finished experiment (``plan``: the script's Plan; ``items``: its loaded evaluations;
     ``warm``: each mode's in-training ``rg`` scores at step 0, its warm start, compared on the ``rg`` suite)."""
-    from selfplay_vs_baselines import run_dir  # noqa: PLC0415 - the script's own layout
+    from selfplay_vs_baselines import PRIMARY, PRIMARY_SUITE, run_dir  # noqa: PLC0415 - the script's layout
 
     rows = {
         m: {run_dir(plan, m, s).name: read_rows(run_dir(plan, m, s)) for s in plan.seeds} for m in plan.modes
     }
-    warm = warm if warm and "rg" in items else {}
+    warm = warm if warm and PRIMARY_SUITE in items else {}
     text = (
-        summary(items, plan.modes)
-        + warm_start_summary(items.get("rg", {}), warm)
+        primary_result(items, PRIMARY_SUITE, PRIMARY)
+        + "\n\n"
+        + summary(items, plan.modes)
+        + warm_start_summary(items.get(PRIMARY_SUITE, {}), warm, PRIMARY_SUITE)
         + _short_runs(rows, plan.budget)
     )
     against_warm = [
@@ -209,9 +231,9 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
         "",
         "`start` above is the model as shipped; every mode begins from a supervised warm start of it (the same "
         "per seed). Here each mode's final policies face that warm start, as scored by the runs' in-training "
-        "evaluation at step 0 (before any RL update), on the `rg` items both evaluations share.",
+        f"evaluation at step 0 (before any RL update, one episode per item), on the `{PRIMARY_SUITE}` items.",
         "",
-        *warm_start_table(items["rg"], warm),
+        *warm_start_table(items[PRIMARY_SUITE], warm),
         "",
     ] if warm else []  # fmt: skip
     suites = [
@@ -226,6 +248,7 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
         "nothing is written by hand. Verdicts: a difference is *better*/*worse* only when its 95% interval "
         "excludes 0.",
         "",
+        *declared(PRIMARY_SUITE, PRIMARY, plan.out / POWER_FILE),
         "## Summary",
         "",
         text,
@@ -270,6 +293,26 @@ def build(plan: Any, items: Mapping[str, Mapping[str, Sequence[Items]]], train_t
         "",
     ]
     return Report("\n".join(md), text, rows)
+
+
+POWER_FILE = "power.json"
+"""The pilot's power estimate (``experiments/experiment_power.py --write``), in the experiment's folder."""
+
+
+def declared(suite: str, pair: tuple[str, str], power: Path) -> list[str]:
+    """The analysis fixed before the numbers: primary suite and comparison, and the pilot's projection of
+    the interval the run reaches (when ``power`` exists)."""
+    a, b = pair
+    lines = ["## Pre-declared analysis", "",
+             f"Declared before the run, in the script (`PRIMARY_SUITE`, `PRIMARY`): the primary suite is "
+             f"`{suite}` and the primary comparison is `{b} − {a}`; every other row is secondary.", ""]  # fmt: skip
+    if power.is_file():
+        p = json.loads(power.read_text())
+        lines += [f"Power, from the pilot `{p['pilot']}` ({p['pilot_seeds']} seeds per mode, {p['pilot_episodes']} "
+                  f"episodes per item): with {p['seeds']} seeds per mode and {p['episodes']} episodes per item "
+                  f"the 95% interval of `{b} − {a}` was projected to a half-width of {p['half_width']:.3f} "
+                  f"(target ≤ {p['target']}); {p['method']}.", ""]  # fmt: skip
+    return lines
 
 
 def _short_runs(rows: Mapping[str, Mapping[str, list[dict[str, Any]]]], budget: int) -> str:

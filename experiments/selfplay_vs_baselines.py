@@ -63,10 +63,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MODES = ("selfplay", "fixed_pool", "procedural")
+MODES = ("selfplay", "selfplay_untrained", "fixed_pool", "procedural")
+MODE_ARGS = {"selfplay_untrained": ("--mode", "selfplay", "--designer.no-train")}
+"""``spade train`` options of the modes that are not ``--mode`` values: ``selfplay_untrained`` is SPADE with the
+designer never updated (same edit space and number of designs): what the designer's learning adds."""
 START = "start"
-INTRAIN_LIMIT = 4
-"""Items per Reasoning-Gym task in each in-training evaluation (one episode each)."""
+PRIMARY_SUITE = "lock-variants"
+PRIMARY = ("fixed_pool", "selfplay")
+"""The pre-declared analysis: ``selfplay − fixed_pool`` on the trained game's held-out variants."""
+PRIMARY_TASKS = "variants:combination_lock"
+VARIANT_TURNS = 25
+"""Agent turns on the variants: above every variant's own budget (at most 20), which ends the game first."""
 SPADE = (sys.executable, "-c", "import sys\nfrom spade.cli import main\nsys.exit(main())")
 """``spade`` as this interpreter imports it (no console script needed)."""
 
@@ -155,9 +162,8 @@ def parse_plan(argv: Sequence[str]) -> Plan:
     levels = a.difficulties or default_levels(cfg.play.difficulty)
     suites = heldout_suites(cfg, levels, a.heldout_envs, a)
     common = ("--episodes", str(a.eval_episodes), "--temperature", str(a.eval_temperature), "--seed", "0")
-    # in-training evaluation (the curve) runs the RG suite only: spade.evals.intrain plays envs with the
-    # suite defaults (no demonstrations, boxed actions, 25 turns), not as training plays them
-    intrain = tuple(f"reasoning_gym:{s.args[2]}" for s in suites if s.label == "rg")
+    # in-training evaluation (the curve) runs the primary suite, played as training plays (spade.evals.intrain)
+    intrain = (f"envs:{PRIMARY_TASKS}",)
     return Plan(
         preset=a.preset,
         modes=tuple(a.modes),
@@ -204,7 +210,7 @@ def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None,
     )
     # the default fixed pool is those games (spade.phases._pool)
     pool = f"fixed_pool trains on these environments at {played}: held out in level only"
-    out = []
+    out = [_primary_suite(cfg)]
     for level in levels:
         # at the trained level the trained skills' games are what training plays: not held out, no suite
         groups = [("envs-heldout-skills", held, "skills no mode trains (nor the default pool)")]
@@ -232,11 +238,19 @@ def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None,
     return out
 
 
-def _as_trained(cfg: Any) -> tuple[str, ...]:
+def _primary_suite(cfg: Any) -> Suite:
+    """The trained game's held-out variants (:mod:`spade.envs.variants`), played as training plays."""
+    args = ("envs", "--tasks", PRIMARY_TASKS, "--param", *_as_trained(cfg, max_turns=VARIANT_TURNS))
+    note = ("primary: combination_lock at 26 sizes (1-4 dials, numbers up to 6-24) no mode trains on; every "
+            "mode trains on the lock's level 0 (3 dials of 12), selfplay also on edits of it")  # fmt: skip
+    return Suite(PRIMARY_SUITE, args, note)
+
+
+def _as_trained(cfg: Any, max_turns: int | None = None) -> tuple[str, ...]:
     """``spade eval envs`` values (after ``--param difficulty=K``) that play as training plays: action format,
     demonstrations, turn and token budgets. ``--param`` takes all its values at once (a repeat replaces)."""
     p = cfg.play
-    params = {"action_mode": p.action_mode, "on_length": p.on_length, "max_turns": p.max_turns,
+    params = {"action_mode": p.action_mode, "on_length": p.on_length, "max_turns": max_turns or p.max_turns,
               "demos": p.demos, "context_tokens": p.context_tokens}  # fmt: skip
     return (*(f"{k}={v}" for k, v in params.items()), "--max-tokens", str(p.turn_tokens))
 
@@ -249,7 +263,8 @@ Log = Callable[[str], None]
 def train_command(plan: Plan, mode: str, seed: int) -> list[str]:
     """The ``spade train`` arguments of one run (a fresh start)."""
     where = run_dir(plan, mode, seed)
-    args = ["train", "--preset", plan.preset, "--mode", mode, "--seed", str(seed), "--name", where.name,
+    mode_args = list(MODE_ARGS.get(mode, ("--mode", mode)))
+    args = ["train", "--preset", plan.preset, *mode_args, "--seed", str(seed), "--name", where.name,
             "--runs-dir", str(where.parent), "--steps", str(plan.max_steps),
             "--sampled-token-budget", str(plan.budget)]  # fmt: skip
     if plan.eval_every > 0 and plan.intrain_suites:
@@ -259,16 +274,10 @@ def train_command(plan: Plan, mode: str, seed: int) -> list[str]:
 
 
 def _intrain_options(plan: Plan) -> list[str]:
-    """In-training evaluation options: the final evaluation's RG preset, few-shot and temperature, one
-    episode per item and ``INTRAIN_LIMIT`` items per task: a curve at a fraction of the final cost."""
-    rg = next((s.args for s in plan.suites if s.label == "rg"), ())
-    opts = dict(zip(rg[1::2], rg[2::2], strict=False))
-    out = ["--eval.temperature", plan.eval_args[plan.eval_args.index("--temperature") + 1]]
-    for flag in ("--preset", "--fewshot"):
-        if flag in opts:
-            out += [f"--eval.{flag[2:]}", opts[flag]]
-    out += ["--eval.limit", str(INTRAIN_LIMIT)]
-    return out
+    """In-training evaluation options: every variant of the primary suite, one episode each, at the final
+    evaluation's temperature: a curve at a fraction of the final cost."""
+    temperature = plan.eval_args[plan.eval_args.index("--temperature") + 1]
+    return ["--eval.temperature", temperature, "--eval.limit", "None", "--eval.episodes", "1"]
 
 
 def run_state(where: Path) -> str:
@@ -388,7 +397,7 @@ def load_items(plan: Plan) -> dict[str, dict[str, list[dict[str, list[float]]]]]
 
 def load_warm_starts(plan: Plan) -> dict[str, list[dict[str, list[float]]]]:
     """mode -> per seed, the item scores of its run's in-training evaluation at step 0: the policy after the
-    warm start and before any RL update, on the ``rg`` suite's first ``INTRAIN_LIMIT`` items per task (no
+    warm start and before any RL update, on the primary suite's items (no
     entry for a mode whose runs have no such evaluation, e.g. with ``--eval-every 0``)."""
     out: dict[str, list[dict[str, list[float]]]] = {}
     for mode in plan.modes:

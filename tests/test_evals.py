@@ -12,11 +12,13 @@ import pytest
 
 from spade import envs
 from spade.backends.scripted import ByteTemplate, ScriptedPolicy
-from spade.config import ConfigError, EvalConfig, TrainConfig
+from spade.config import ConfigError, EvalConfig, TrainConfig, preset
+from spade.envs import variants
 from spade.evals import rg
 from spade.evals.base import EVAL_SEED_BASE, EvalError, EvalOptions, ItemResult, eval_seed
 from spade.evals.chat import Verdict, chat_episode
 from spade.evals.compare import compare_paths
+from spade.evals.intrain import eval_options
 from spade.evals.policies import PolicySource
 from spade.evals.registry import SUITES, make_suite
 from spade.evals.results import read_results, write_results
@@ -279,6 +281,36 @@ def test_envs_suite_rejects_what_does_not_exist() -> None:
         evaluate(["envs:no_such_env"], PolicySource(kind="solver"))
     with pytest.raises(EvalError, match="only plays environments"):
         evaluate(["envs", "math"], PolicySource(kind="solver"))
+
+
+def test_lock_variants_are_26_unseen_sizes_each_won_by_its_own_solution() -> None:
+    from spade.envs.library.combination_lock import LEVELS  # noqa: PLC0415
+
+    levels = variants.lock_levels()
+    assert len(levels) == 26
+    assert not set(levels) & set(LEVELS)  # held out: no level the seed game has
+    assert all(
+        turns == dials * top.bit_length() for dials, top, turns in levels
+    )  # binary search's worst case
+    opts = EvalOptions(episodes=2, tasks=("variants:combination_lock",))
+    report = evaluate(["envs"], PolicySource(kind="solver"), opts=opts)[0]
+    assert report.summary.total.items == 26
+    assert report.summary.total.score == 1.0  # every variant loads in the sandbox and its solution wins
+    source = dict(variants.family("combination_lock"))["combination_lock_d1_t6"]
+    assert "LEVELS: tuple[tuple[int, int, int], ...] = ((1, 6, 3),) * 4" in source
+    with pytest.raises(EvalError, match="no variants of 'sokoban'"):
+        evaluate(["envs:variants:sokoban"], PolicySource(kind="solver"))
+
+
+def test_in_training_envs_are_played_as_training_plays() -> None:
+    cfg = preset("cpu-tiny")
+    opts = eval_options(cfg.eval, "envs", ("variants:combination_lock",), cfg.play)
+    assert opts.max_tokens == cfg.play.turn_tokens
+    assert opts.params == {"context_tokens": cfg.play.context_tokens, "action_mode": cfg.play.action_mode,
+                           "on_length": cfg.play.on_length, "demos": cfg.play.demos}  # fmt: skip
+    rg_opts = eval_options(cfg.eval, "reasoning_gym", (), cfg.play)
+    assert rg_opts.max_tokens == cfg.eval.max_tokens
+    assert "action_mode" not in rg_opts.params
 
 
 # -- results and comparisons ---------------------------------------------------------------------------------

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))  # not a package
 
+import experiment_power as power
 import experiment_report as report
 import experiment_stats as stats
 import selfplay_vs_baselines as exp
@@ -39,8 +42,9 @@ def test_experiment_end_to_end_on_the_scripted_backend(
     plan = exp.parse_plan(argv)
     labels = [s.label for s in plan.suites]
     # the trained level (0) for the untrained skills only, one level up for both
-    assert labels == ["envs-heldout-skills-d0", "envs-heldout-skills-d1", "envs-trained-skills-d1", "rg"]
-    trained = plan.suites[2].args
+    assert labels == ["lock-variants", "envs-heldout-skills-d0", "envs-heldout-skills-d1",
+                      "envs-trained-skills-d1", "rg"]  # fmt: skip
+    trained = plan.suites[3].args
     assert trained[trained.index("--tasks") + 1] == "combination_lock"  # the preset's designer.seeds
     for suite in labels:
         for group in ("start", "selfplay", "fixed_pool"):
@@ -59,7 +63,7 @@ def test_experiment_end_to_end_on_the_scripted_backend(
         assert steps[-1]["budget/sampled_tokens"] >= plan.budget  # the budget ended every run
         assert len(steps) < plan.max_steps
         assert rows[-1]["step"] == len(steps)  # the final in-training evaluation, after the last step
-        assert "eval/reasoning_gym/score" in rows[-1]  # the held-out curve's last point
+        assert "eval/envs/score" in rows[-1]  # the held-out curve's last point: the primary suite
     for name in ("designer_validity", "win_rate", "regret", "heldout"):
         png = tmp_path / "doc" / "results" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -68,9 +72,11 @@ def test_experiment_end_to_end_on_the_scripted_backend(
     assert "## Against the warm start" in text  # in-training evaluation at step 0 of every run
     for mode in ("selfplay", "fixed_pool"):
         assert f"| {mode} | 2 | " in text
-        assert f"rg: {mode} " in text
+        assert f"lock-variants: {mode} " in text
         assert "its own warm start" in text
     assert "## Interpretation" in text
+    assert text.index("## Pre-declared analysis") < text.index("## Summary") < text.index("## Scores")
+    assert "**Primary result** (lock-variants, selfplay − fixed_pool)" in text
     assert "Read by hand: the scripted backend measures nothing." in text
 
     # rerun: every run and evaluation is found finished and skipped
@@ -84,22 +90,23 @@ def test_experiment_end_to_end_on_the_scripted_backend(
 def test_suites_hold_out_the_skills_and_levels_the_preset_does_not_train() -> None:
     plan = exp.parse_plan(["--preset", "cpu-tiny", "--difficulties", "1", "2"])
     cfg = preset("cpu-tiny")
-    held = plan.suites[0].args[2].split(",")
-    trained = plan.suites[1].args[2].split(",")
+    primary, held, trained = (plan.suites[i].args[2].split(",") for i in range(3))
+    assert primary == ["variants:combination_lock"]
     assert {envs.spec(n).skill for n in held}.isdisjoint(cfg.designer.skills)
     assert {envs.spec(n).skill for n in trained} <= set(cfg.designer.skills)
     assert trained == list(cfg.designer.seeds) == ["combination_lock"]  # what training plays
     assert sorted(held + trained + ["seating"]) == sorted(envs.names("games"))  # seating: nobody plays it
-    assert "skills no mode trains" in plan.suites[0].note
-    assert "fixed_pool trains on these environments at level 0" in plan.suites[1].note
-    played = tyro.cli(EvalArgs, args=list(plan.suites[0].args))  # envs are played as training plays them
+    assert "skills no mode trains" in plan.suites[1].note
+    assert "fixed_pool trains on these environments at level 0" in plan.suites[2].note
+    played = tyro.cli(EvalArgs, args=list(plan.suites[1].args))  # envs are played as training plays them
     assert f"demos={cfg.play.demos}" in played.param
     assert f"action_mode={cfg.play.action_mode}" in played.param
     assert "difficulty=1" in played.param
     assert played.max_tokens == cfg.play.turn_tokens
     assert "in distribution for procedural" in plan.suites[-1].note  # RG tasks shared with procedural.tasks
     assert [s.label for s in plan.suites] == [
-        "envs-heldout-skills-d1", "envs-trained-skills-d1", "envs-heldout-skills-d2", "envs-trained-skills-d2", "rg"
+        "lock-variants", "envs-heldout-skills-d1", "envs-trained-skills-d1",
+        "envs-heldout-skills-d2", "envs-trained-skills-d2", "rg",
     ]  # fmt: skip
     command = exp.train_command(plan, "fixed_pool", 2)
     assert command[command.index("--sampled-token-budget") + 1] == str(plan.budget)
@@ -107,11 +114,17 @@ def test_suites_hold_out_the_skills_and_levels_the_preset_does_not_train() -> No
     assert "--eval.every" in command
     for mode in exp.MODES:  # every mode's command parses as spade train options (procedural included)
         cfg_m, _ = parse_config(exp.train_command(plan, mode, 0)[1:])
-        assert (cfg_m.mode, cfg_m.seed, cfg_m.sampled_token_budget) == (mode, 0, plan.budget)
+        want = "selfplay" if mode == "selfplay_untrained" else mode
+        assert (cfg_m.mode, cfg_m.seed, cfg_m.sampled_token_budget) == (want, 0, plan.budget)
+        assert cfg_m.designer.train == (mode != "selfplay_untrained")  # the control: same designs, no update
     at_trained = exp.parse_plan(["--preset", "cpu-tiny", "--difficulties", "0"])  # the level training plays
-    assert [s.label for s in at_trained.suites] == ["envs-heldout-skills-d0", "rg"]  # its own games: no suite
-    # the curve: the RG suite (in-training evaluation does not play envs as training plays them)
-    assert plan.intrain_suites == (f"reasoning_gym:{plan.suites[-1].args[2]}",)
+    # its own games at the trained level: no suite
+    assert [s.label for s in at_trained.suites] == ["lock-variants", "envs-heldout-skills-d0", "rg"]
+    # the curve: the primary suite, every variant once (in-training evaluation plays envs as training plays)
+    assert plan.intrain_suites == ("envs:variants:combination_lock",)
+    assert command[command.index("--eval.limit") + 1] == "None"
+    variants = tyro.cli(EvalArgs, args=list(plan.suites[0].args))
+    assert f"max_turns={exp.VARIANT_TURNS}" in variants.param  # above every variant's own turn budget
 
 
 @pytest.mark.parametrize(
@@ -147,14 +160,23 @@ def test_paired_difference_is_significant_only_when_the_interval_excludes_zero()
 
 
 def test_summary_states_the_measured_sign() -> None:
-    base = [{f"i{k}": [0.0] for k in range(20)}]
+    base = [{f"i{k}": [0.0 if k else 1.0] for k in range(20)}]  # the starting model wins one item
     strong = [{f"i{k}": [1.0] for k in range(20)}]
     items = {"s": {"start": base, "selfplay": base, "fixed_pool": strong}}
     text = report.summary(items, ["selfplay", "fixed_pool"])
     assert "selfplay is worse than fixed_pool" in text
     assert "selfplay does not differ significantly from start" in text
-    zero = report.summary({"s": {"start": base, "selfplay": base}}, ["selfplay"])
-    assert "measures nothing" in zero
+    cold = [{f"i{k}": [0.0] for k in range(20)}]
+    zero = report.summary({"s": {"start": cold, "selfplay": strong}}, ["selfplay"])
+    assert zero == "- s: the starting model scores 0 on every item; dropped from the verdicts."
+    primary = report.primary_result(
+        {"s": {"fixed_pool": base, "selfplay": strong}}, "s", ("fixed_pool", "selfplay")
+    )
+    assert primary.startswith("**Primary result** (s, selfplay − fixed_pool): +0.950")
+    assert primary.endswith("selfplay beats fixed_pool.")
+    assert "not available" in report.primary_result(
+        {"s": {"selfplay": base}}, "s", ("fixed_pool", "selfplay")
+    )
     three = report.summary({"s": {"start": base, "selfplay": strong * 3}}, ["selfplay"])
     assert "selfplay beats start" in three
     assert "3 seeds against 1)" in three
@@ -165,7 +187,8 @@ def test_warm_start_comparison_uses_the_items_both_evaluations_share() -> None:
     finals = {"selfplay": [{"i0": [1.0], "i1": [1.0], "i2": [0.0], "i3": [0.0]}] * 3}
     rows = report.warm_start_table(finals, warm)
     assert rows[2] == "| selfplay | 3 | 2 | 0.000 | 1.000 | +1.000 [+1.000, +1.000] | better |"
-    assert "selfplay beats its own warm start (+1.000" in report.warm_start_summary(finals, warm)
+    said = report.warm_start_summary(finals, warm, "lock-variants")
+    assert "lock-variants: selfplay beats its own warm start (+1.000" in said
 
 
 def test_run_state_tells_finished_partial_and_missing_runs(tmp_path: Path) -> None:
@@ -195,3 +218,23 @@ def test_envs_suite_shows_demonstrations_as_training_does() -> None:
 
     assert play_config(EvalOptions(params={"demos": 1})).demos == 1
     assert play_config(EvalOptions()).demos == 0
+
+
+def test_power_projection_narrows_with_seeds_and_episodes_and_is_quoted(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    pilot = {m: [{f"i{k}": list(rng.random(2) < p) for k in range(26)} for p in ps]
+             for m, ps in (("fixed_pool", (0.1, 0.2)), ("selfplay", (0.15, 0.3)))}  # fmt: skip
+    a, b = (pilot[m] for m in ("fixed_pool", "selfplay"))
+    few, more_seeds, more_episodes = (power.project(a, b, s, e) for s, e in ((2, 2), (6, 2), (2, 8)))
+    assert more_seeds < few
+    assert more_episodes < few
+    assert power.choose([(3, 2, 0.08), (3, 8, 0.04), (6, 2, 0.045), (6, 8, 0.03)], 0.05) == (6, 2, 0.045)
+    assert power.choose([(3, 2, 0.08), (6, 8, 0.07)], 0.05) == (6, 8, 0.07)  # none within: the narrowest
+    (tmp_path / "power.json").write_text(json.dumps(
+        {"pilot": "runs/pilot", "pilot_seeds": 2, "pilot_episodes": 2, "seeds": 6, "episodes": 2,
+         "half_width": 0.045, "target": 0.05, "method": "m"}))  # fmt: skip
+    text = "\n".join(report.declared("lock-variants", ("fixed_pool", "selfplay"), tmp_path / "power.json"))
+    assert "primary suite is `lock-variants`" in text
+    assert "primary comparison is `selfplay − fixed_pool`" in text
+    assert "with 6 seeds per mode and 2 episodes per item" in text
+    assert "half-width of 0.045 (target ≤ 0.05)" in text

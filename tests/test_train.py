@@ -168,7 +168,7 @@ def test_design_retries_fill_slots_and_keep_every_failed_attempt(tmp_path: Path)
 def test_constant_group_share_counts_groups_not_plays() -> None:
     ids = ["a", "a", "a", "b", "b", "c", "c"]
     adv = rewards.agent_advantages([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0], ids)
-    assert _constant_share(ids, adv.drop_N) == pytest.approx(2 / 3)  # a and c constant, b not
+    assert _constant_share(ids, adv.drop_N.tolist()) == pytest.approx(2 / 3)  # a and c constant, b not
     assert _constant_share([], []) == 0.0
 
 

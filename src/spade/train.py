@@ -430,7 +430,7 @@ def _score_agent(
         "agent/return_mean": _mean([t.episode_return for t in plain]),
         "agent/turns_mean": _mean([len(t.transitions) for t in plain]),
         "agent/samples_kept": float(len(samples)),
-        "agent/constant_group_share": _constant_share([t.env_id for t in plain], adv.drop_N),
+        "agent/constant_group_share": _constant_share([t.env_id for t in plain], adv.drop_N.tolist()),
         "agent/tokens": float(sum(len(t.tokens_T) for t in trajectories)),
         "agent/sampled_tokens": float(sum(sum(t.mask_T) for t in trajectories)),
         **status_counts(plain, "agent"),

@@ -1,7 +1,8 @@
 """The ``envs`` suite: N episodes of each environment; an episode wins by the environment's own criterion.
 
 Environments (``opts.tasks``): registry names, environment files, folders of files (a flat folder or the
-official pool layout ``games/*.py``); ``params["archive"]`` adds the accepted environments of a run's
+official pool layout ``games/*.py``), ``variants:GAME`` (a seed game's held-out variants,
+:mod:`spade.envs.variants`); ``params["archive"]`` adds the accepted environments of a run's
 archive. None given: the whole seed library. Every episode runs in a fresh sandbox instance, seeded with
 ``eval_seed(seed, "envs", item, episode)`` (≥ 2**31, never a training seed). The policy plays through
 :mod:`spade.rollout` exactly as in training; :class:`~spade.evals.policies.ScriptedSolver` instead plays each
@@ -25,6 +26,7 @@ from typing import Any
 from spade import envs as registry
 from spade.checker.feasibility import solution_actions
 from spade.config import PlayConfig
+from spade.envs import variants
 from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, eval_seed
 from spade.evals.chat import gather_bounded
 from spade.evals.policies import ScriptedSolver
@@ -85,6 +87,9 @@ def select_items(opts: EvalOptions) -> list[EnvItem]:
     names = list(opts.tasks) or ([] if archive else registry.names())
     items: list[EnvItem] = []
     for name in names:
+        if name.startswith(variants.PREFIX):
+            items += _variant_items(name.removeprefix(variants.PREFIX))
+            continue
         if name in registry.names():
             spec = registry.spec(name)
             items.append(EnvItem(name, spec.source(), spec.skill, "registry"))
@@ -104,6 +109,15 @@ def select_items(opts: EvalOptions) -> list[EnvItem]:
     if not items:
         raise EvalError("no environments selected: name registry environments, files or a run archive")
     return items
+
+
+def _variant_items(game: str) -> list[EnvItem]:
+    try:
+        found = variants.family(game)
+    except KeyError as exc:
+        raise EvalError(f"{variants.PREFIX}{game}: {exc.args[0]}") from None
+    skill = registry.spec(game).skill
+    return [EnvItem(name, source, skill, f"{variants.PREFIX}{game}") for name, source in found]
 
 
 def play_config(opts: EvalOptions) -> PlayConfig:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spade.config import EvalConfig, TrainConfig
+from spade.config import EvalConfig, PlayConfig, TrainConfig
 from spade.evals.base import EvalOptions, ItemResult
 from spade.evals.results import SUMMARY, write_results
 from spade.evals.runner import SuiteReport, SuiteRequest, arun, parse_suite, prepare, results_summary
@@ -24,9 +24,16 @@ from spade.types import Policy
 log = logging.getLogger(__name__)
 
 
-def eval_options(e: EvalConfig, name: str, tasks: tuple[str, ...], context_tokens: int) -> EvalOptions:
-    """The options of one in-training suite (envs: played within the model's context window)."""
-    params: dict[str, Any] = {"context_tokens": context_tokens} if name == "envs" else {}
+def eval_options(e: EvalConfig, name: str, tasks: tuple[str, ...], play: PlayConfig) -> EvalOptions:
+    """The options of one in-training suite. ``envs`` is played as training plays (``play``'s action format,
+    on-length rule, demonstrations, context and reply budget), up to the suite's 25 turns: a seed game's
+    held-out variants are scored in the form the agent learns, whatever their own turn budget."""
+    params: dict[str, Any] = {}
+    max_tokens = e.max_tokens
+    if name == "envs":
+        params = {"context_tokens": play.context_tokens, "action_mode": play.action_mode,
+                  "on_length": play.on_length, "demos": play.demos}  # fmt: skip
+        max_tokens = play.turn_tokens
     if e.preset != "default":
         params["preset"] = e.preset
     return EvalOptions(
@@ -34,7 +41,7 @@ def eval_options(e: EvalConfig, name: str, tasks: tuple[str, ...], context_token
         limit=e.limit,
         fewshot=e.fewshot,
         temperature=e.temperature,
-        max_tokens=e.max_tokens,
+        max_tokens=max_tokens,
         max_turns=e.max_turns,
         concurrency=e.concurrency,
         seed=e.seed,
@@ -63,7 +70,7 @@ class TrainEval:
 
     def __init__(self, cfg: TrainConfig, run_root: Path) -> None:
         self.cfg = cfg.eval
-        self.context_tokens = cfg.model.max_context
+        self.play = cfg.play
         self.root = run_root / "eval"
 
     def due(self, updates: int) -> bool:
@@ -104,7 +111,7 @@ class TrainEval:
         """The suite's report, or the reason it failed."""
         try:
             name, tasks = parse_suite(spec)
-            request = SuiteRequest(name, eval_options(self.cfg, name, tasks, self.context_tokens))
+            request = SuiteRequest(name, eval_options(self.cfg, name, tasks, self.play))
             return (await arun(policy, [request], prepare([request])))[0]
         except Exception as exc:  # boundary: a broken suite must not stop training; it is counted instead
             return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,119 @@
+"""How wide the primary comparison's interval will be: a projection from a pilot experiment.
+
+A pilot is a small run of the experiment (``selfplay_vs_baselines.py`` with few seeds, episodes and a small
+budget, its own ``--out``) whose final evaluations hold the primary suite. For each candidate design (seeds
+per mode × episodes per item) this draws synthetic experiments from the pilot's own scores: seeds of each mode
+with replacement, then episodes of each (seed, item) with replacement; it computes the paired bootstrap
+interval of ``b − a`` exactly as the report does (:func:`experiment_stats.paired_difference`) and averages its
+half-width over draws. With few pilot seeds the spread between seeds is itself uncertain, so the projection
+is an estimate, not a bound.
+
+    python experiments/experiment_power.py runs/pilot --seeds 3 4 6 --episodes 2 4 8 --write runs/experiment
+
+prints the grid and, with ``--write OUT``, stores the smallest design within ``--target`` (or the best one)
+in ``OUT/power.json``, which the experiment's report quotes under "Pre-declared analysis".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from experiment_stats import Items, paired_difference
+from selfplay_vs_baselines import PRIMARY, PRIMARY_SUITE
+
+DRAWS = 8
+RESAMPLES = 500
+METHOD = (f"mean over {DRAWS} synthetic experiments drawn from the pilot's scores (seeds, then episodes, with "
+          "replacement), each with the report's paired bootstrap")  # fmt: skip
+
+
+def pilot_items(out: Path, suite: str) -> dict[str, list[dict[str, list[float]]]]:
+    """mode -> per pilot seed, ``item -> episode scores`` on ``suite`` (from ``out/eval/<mode>-s<seed>``)."""
+    from spade.evals.results import read_results  # noqa: PLC0415
+
+    found: dict[str, list[dict[str, list[float]]]] = {}
+    for folder in sorted((out / "eval").glob(f"*-s*/{suite}")):
+        mode = folder.parent.name.rsplit("-s", 1)[0]
+        stored = read_results(folder)
+        found.setdefault(mode, []).append(
+            {k: list(r.scores) for per in stored.items.values() for k, r in per.items()}
+        )
+    return found
+
+
+def synthetic(runs: Sequence[Items], seeds: int, episodes: int, rng: np.random.Generator) -> list[Items]:
+    """``seeds`` evaluations drawn from the pilot's: a seed with replacement, then ``episodes`` of each item."""
+    out: list[Items] = []
+    for s in rng.integers(0, len(runs), size=seeds):
+        run = runs[int(s)]
+        out.append({k: list(rng.choice(np.asarray(v), size=episodes)) for k, v in run.items() if len(v)})
+    return out
+
+
+def project(
+    a: Sequence[Items], b: Sequence[Items], seeds: int, episodes: int, *, draws: int = DRAWS, seed: int = 0
+) -> float:
+    """The mean half-width of the 95% interval of ``b − a`` over ``draws`` synthetic experiments."""
+    rng = np.random.default_rng(seed)
+    widths = []
+    for d in range(draws):
+        e = paired_difference(
+            synthetic(a, seeds, episodes, rng), synthetic(b, seeds, episodes, rng), RESAMPLES, seed=d
+        )
+        widths.append((e.hi - e.lo) / 2)
+    return float(np.mean(widths))
+
+
+def grid(
+    items: Mapping[str, Sequence[Items]], pair: tuple[str, str], seeds: Sequence[int], episodes: Sequence[int]
+) -> list[tuple[int, int, float]]:
+    """(seeds, episodes, projected half-width) for every candidate design."""
+    a, b = (items[m] for m in pair)
+    return [(s, e, project(a, b, s, e)) for s in seeds for e in episodes]
+
+
+def choose(rows: Sequence[tuple[int, int, float]], target: float) -> tuple[int, int, float]:
+    """The cheapest design (seeds × episodes) within ``target``, else the narrowest."""
+    within = [r for r in rows if r[2] <= target]
+    return min(within, key=lambda r: (r[0] * r[1], r[2])) if within else min(rows, key=lambda r: r[2])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the projection grid; with ``--write``, store the chosen design's projection."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("pilot", type=Path, help="the pilot experiment's --out folder")
+    p.add_argument("--seeds", nargs="+", type=int, default=[3, 4, 6])
+    p.add_argument("--episodes", nargs="+", type=int, default=[2, 4, 8])
+    p.add_argument("--target", type=float, default=0.05, help="half-width the full run must reach")
+    p.add_argument("--write", type=Path, default=None, help="the full experiment's --out: writes power.json")
+    a = p.parse_args(sys.argv[1:] if argv is None else list(argv))
+    items = pilot_items(a.pilot, PRIMARY_SUITE)
+    missing = [m for m in PRIMARY if m not in items]
+    if missing:
+        raise SystemExit(
+            f"{a.pilot} has no {PRIMARY_SUITE} evaluation of {', '.join(missing)}: run the pilot first"
+        )
+    rows = grid(items, PRIMARY, a.seeds, a.episodes)
+    print(f"pilot {a.pilot}: {', '.join(f'{m} {len(v)} seeds' for m, v in items.items())}")
+    print(f"projected half-width of {PRIMARY[1]} − {PRIMARY[0]} on {PRIMARY_SUITE}:")
+    for s, e, w in rows:
+        print(f"  {s} seeds × {e} episodes per item: {w:.3f}{'  <= target' if w <= a.target else ''}")
+    s, e, w = choose(rows, a.target)
+    print(f"chosen: {s} seeds × {e} episodes ({w:.3f}{'' if w <= a.target else ', above the target'})")
+    if a.write is not None:
+        a.write.mkdir(parents=True, exist_ok=True)
+        record = {"pilot": str(a.pilot), "pilot_seeds": min(len(items[m]) for m in PRIMARY),
+                  "pilot_episodes": max(len(v) for v in items[PRIMARY[0]][0].values()), "seeds": s,
+                  "episodes": e, "half_width": w, "target": a.target, "grid": rows, "method": METHOD}  # fmt: skip
+        (a.write / "power.json").write_text(json.dumps(record, indent=1))
+        print(f"wrote {a.write / 'power.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Held-out variants of a seed game: its rules as written, its level table replaced by a level it never had.
+
+A family of games whose rules a policy trained on the seed game knows, at sizes it never played: the held-out
+suite on which training on that game (and on designs edited from it) should show, item by item. Select one
+with ``spade eval envs --tasks variants:combination_lock``.
+
+``combination_lock``: every lock of 1-4 dials with numbers up to 6, 8, 10, 12, 16, 20 or 24, with the turn
+budget binary search needs in the worst case (``dials × ⌈log2(top + 1)⌉``, the rule the seed's levels
+follow), except the seed's own levels: 26 games, from a single dial of 6 (a policy that guesses wins some)
+to four dials of 24.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from spade import envs
+
+PREFIX = "variants:"
+"""How ``spade eval envs --tasks`` names a family."""
+LOCK_DIALS = (1, 2, 3, 4)
+LOCK_TOPS = (6, 8, 10, 12, 16, 20, 24)
+_LEVELS_RE = re.compile(r"^LEVELS: [^=]+= \(\n.*?^\)\n", re.MULTILINE | re.DOTALL)
+
+
+def lock_levels() -> list[tuple[int, int, int]]:
+    """(dials, top, turns) of every combination_lock variant, in suite order."""
+    from spade.envs.library.combination_lock import LEVELS  # noqa: PLC0415 - the seed's own levels
+
+    grid = [(d, t, d * math.ceil(math.log2(t + 1))) for d in LOCK_DIALS for t in LOCK_TOPS]
+    return [level for level in grid if level not in LEVELS]
+
+
+def with_levels(source: str, level: tuple[int, int, int]) -> str:
+    """``source`` with its ``LEVELS`` table replaced by ``level`` at every difficulty (so any level played is
+    the variant); raises ValueError when the source has no such table."""
+    seed_levels = _LEVELS_RE.search(source)
+    if seed_levels is None:
+        raise ValueError("the source has no `LEVELS: ... = (` table to replace")
+    table = f"LEVELS: tuple[tuple[int, int, int], ...] = ({level!r},) * 4\n"
+    return source[: seed_levels.start()] + table + source[seed_levels.end() :]
+
+
+FAMILIES = {"combination_lock": lock_levels}
+
+
+def family(name: str) -> list[tuple[str, str]]:
+    """(variant name, source) of every variant of seed game ``name``; KeyError names the known families."""
+    if name not in FAMILIES:
+        raise KeyError(f"no variants of {name!r}; families: {', '.join(FAMILIES)}")
+    source = envs.spec(name).source()
+    return [(f"{name}_d{d}_t{t}", with_levels(source, (d, t, n))) for d, t, n in FAMILIES[name]()]
