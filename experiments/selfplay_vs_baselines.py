@@ -270,6 +270,8 @@ def train_command(plan: Plan, mode: str, seed: int) -> list[str]:
     if plan.eval_every > 0 and plan.intrain_suites:
         args += ["--eval.every", str(plan.eval_every), "--eval.suites", *plan.intrain_suites]
         args += _intrain_options(plan)
+    else:  # the preset's own in-training evaluation is off too
+        args += ["--eval.every", "0"]
     return [*args, *plan.train_args]
 
 

@@ -50,7 +50,8 @@ def test_paper_presets_run_end_to_end_with_the_scripted_backend(tmp_path: Path, 
     rows = _rows(run.root)
     assert [r["step"] for r in rows] == [0, 1]
     first = rows[0]
-    assert first["designer/envs"] == 3
+    assert 3 <= first["designer/envs"] <= 3 * 5  # 3 slots, a rejected design retried up to 5 times
+    assert first["designer/attempts_mean"] == first["designer/envs"] / 3
     assert first["designer/valid_rate"] > 0
     assert first["agent/win_rate_hint"] == 1.0  # the code-only hint reaches every hinted seed
     assert first["hint/accepted_rate"] == 1.0
@@ -95,8 +96,8 @@ def test_no_designer_training_still_designs_but_never_updates_the_designer(tmp_p
     )
     frozen = _rows(train(frozen_cfg).root)[0]
     for row in (trained, frozen):
-        assert row["designer/envs"] == 6
-        assert row["designer/credited"] == 6
+        assert row["designer/envs"] >= 6  # 6 slots, retries included
+        assert row["designer/credited"] == row["designer/envs"]
     assert trained["designer/samples_kept"] > 0
     assert "loss/designer" in trained
     assert frozen["designer/samples_kept"] == 0
@@ -111,7 +112,7 @@ def test_no_memory_plays_only_this_regenerations_designs(tmp_path: Path) -> None
         rows[enabled] = _rows(train(cfg).root)[0]
     for row in rows.values():
         assert 0 < row["designer/valid_rate"] < 1
-    valid = round(rows[False]["designer/valid_rate"] * 6)
+    valid = round(rows[False]["designer/valid_rate"] * rows[False]["designer/envs"])
     assert rows[False]["agent/plays"] == 2 * valid  # no replay of archived environments
     assert rows[True]["agent/plays"] == 2 * 6  # with memory the archive tops the batch up
 

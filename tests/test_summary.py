@@ -36,6 +36,21 @@ def test_summary_compares_first_and_last_third() -> None:
     text = "\n".join(run_summary(rows, plays))  # a and b in both thirds; c and d only in one; step 1 neither
     assert "; on the 2 environments played in both thirds 0.25 -> 0.75" in text
     assert run_summary([]) == ["No step finished: nothing to summarise."]
+    assert not any("held-out" in line for line in run_summary(rows))  # one evaluation: no before/after
+
+
+def test_summary_gives_the_held_out_score_before_and_after() -> None:
+    rows = [
+        {"step": 0, "agent/plays": 16.0, "agent/win_rate": 0.1, "eval/envs/score": 0.04, "eval/envs/n": 26.0,
+         "eval/envs/ci95_lo": 0.0, "eval/envs/ci95_hi": 0.12},
+        {"step": 1, "agent/plays": 16.0, "agent/win_rate": 0.2},
+        {"step": 2, "eval/envs/score": 0.25, "eval/envs/n": 26.0, "eval/envs/ci95_lo": 0.1, "eval/envs/ci95_hi": 0.4},
+    ]  # fmt: skip
+    text = "\n".join(run_summary(rows))
+    assert (
+        "held-out envs (26 episodes): 0.040 [0.000, 0.120] at step 0 -> 0.250 [0.100, 0.400] after 2 steps"
+        in text
+    )
 
 
 def test_peak_rss_counts_live_children() -> None:

@@ -62,10 +62,33 @@ def _constant_groups(rows: Sequence[dict[str, Any]]) -> str:
     return "" if share is None else f"; groups with equal returns (no gradient) {_fmt(share)}"
 
 
+def _score(row: dict[str, Any], suite: str) -> str:
+    p = f"eval/{suite}"
+    return f"{row[p + '/score']:.3f} [{row.get(p + '/ci95_lo', 0.0):.3f}, {row.get(p + '/ci95_hi', 0.0):.3f}]"
+
+
+def heldout(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per in-training evaluation suite: its score with 95% interval at the first and the last
+    evaluation (``eval.*``: the held-out score before and after training), when it was evaluated twice."""
+    out = []
+    keys = sorted(
+        {k for r in rows for k in r if k.startswith("eval/") and k.count("/") == 2 and k.endswith("/score")}
+    )
+    for suite in (k.split("/")[1] for k in keys):
+        mine = [r for r in rows if f"eval/{suite}/score" in r]
+        if len(mine) > 1:
+            first, last = mine[0], mine[-1]
+            out.append(f"  held-out {suite} ({int(last.get(f'eval/{suite}/n', 0))} episodes): "
+                       f"{_score(first, suite)} at step {int(first['step'])} -> {_score(last, suite)} after "
+                       f"{int(last['step'])} steps")  # fmt: skip
+    return out
+
+
 def run_summary(rows: Sequence[dict[str, Any]], plays: Sequence[Played] = ()) -> list[str]:
     """Lines saying how validity, wins, regret, designer learning signal, speed and memory went (over the
     steps' rows: a row of the run's final evaluation alone is not a step); ``plays``: the archive's per
     environment and step win rates (:func:`spade.memory.Memory.played`)."""
+    evals = heldout(rows)
     rows = [r for r in rows if "agent/plays" in r]
     if not rows:
         return ["No step finished: nothing to summarise."]
@@ -92,4 +115,5 @@ def run_summary(rows: Sequence[dict[str, Any]], plays: Sequence[Played] = ()) ->
         f"  return {_fmt(_mean(first, 'agent/return_mean'))} -> {_fmt(_mean(last, 'agent/return_mean'))}; "
         f"sampling {_fmt(_mean(rows, 'speed/sampled_tokens_per_s'), '.0f')} tok/s; peak memory "
         f"{_fmt(max((float(r.get('resources/peak_rss_gb', 0.0)) for r in rows), default=None), '.2f')} GB",
+        *evals,
     ]
