@@ -171,13 +171,6 @@ def test_command_line_validation_errors_exit_with_the_fix(capsys: pytest.Capture
     assert "plays_per_env must be >= 2" in capsys.readouterr().err
 
 
-def test_resume_takes_no_other_options(tmp_path: Path) -> None:
-    _, resume = parse_config(["--resume", str(tmp_path)])
-    assert resume == tmp_path
-    with pytest.raises(ConfigError, match="drop the other options"):
-        parse_config(["--resume", str(tmp_path), "--seed", "2"])
-
-
 def test_config_is_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         PAPER.steps = 3  # type: ignore[misc]
