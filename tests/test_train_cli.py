@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 import spade.backends
 from scripted_run import tiny_config, tiny_run
-from spade.config import ConfigError, from_json
+from spade.cli import main as cli_main
+from spade.config import CPU_TINY, PAPER, ConfigError, TrainConfig, from_dict, from_json
 from spade.errors import SpadeError
+from spade.options import with_options
 from spade.train import train
 from spade.train_cli import parse_config, run_cli
 
@@ -75,3 +78,46 @@ def test_resume_refuses_fewer_steps_than_done(finished: Path, capsys: pytest.Cap
     assert (finished / "config.json").read_text() == config  # nothing written
     assert run_cli(["--resume", str(finished), "--steps", "2"]) == 0  # as many as done: nothing to do
     assert json.loads((finished / "config.json").read_text())["steps"] == 2
+
+
+@pytest.mark.parametrize("command", [["train", "--print-config"], ["config"]])
+def test_the_resolved_config_prints_as_toml_and_nothing_starts(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--preset", "paper"] if command[0] == "train" else ["paper"]
+    options = ["--steps", "7", "--model.threads", "1", "--runs-dir", str(tmp_path / "runs")]
+    assert cli_main([*command[:1], *args, *options, *command[1:]]) == 0
+    printed = capsys.readouterr().out
+    expected = with_options(PAPER, {"steps": 7, "model.threads": 1, "runs_dir": tmp_path / "runs"})
+    assert from_dict(TrainConfig, tomllib.loads(printed)) == expected
+    assert printed.startswith('name = "paper"\n')
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("flags", [["--json"], ["--format", "json"]])
+def test_the_resolved_config_prints_as_json_in_the_form_of_config_json(
+    flags: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli_main(["config", "cpu-tiny", "--seed", "3", *flags]) == 0
+    assert from_json(capsys.readouterr().out) == with_options(CPU_TINY, {"seed": 3})
+
+
+def test_a_resumed_runs_config_prints_with_the_runtime_options_given(
+    finished: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = (finished / "config.json").read_text()
+    assert (
+        cli_main(["train", "--resume", str(finished), "--model.threads", "1", "--print-config", "--json"])
+        == 0
+    )
+    assert from_json(capsys.readouterr().out) == with_options(from_json(config), {"model.threads": 1})
+    assert (finished / "config.json").read_text() == config  # nothing was resumed
+
+
+def test_printing_a_config_says_what_is_wrong_with_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["config", "no-such-preset"]) == 2
+    assert capsys.readouterr().err.startswith("spade config: unknown preset 'no-such-preset'; choose one of")
+    assert cli_main(["train", "--rollout.plays-per-env", "1", "--print-config"]) == 2
+    assert "plays_per_env must be >= 2" in capsys.readouterr().err
+    assert cli_main(["config", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: spade config [PRESET]")

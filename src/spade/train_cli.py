@@ -1,4 +1,5 @@
-"""``spade train``: a preset, command-line overrides of any config field, or ``--resume RUN_DIR``.
+"""``spade train``: a preset, command-line overrides of any config field, or ``--resume RUN_DIR``; with
+``--print-config`` (or as ``spade config``) it prints the resolved config instead and starts nothing.
 
 Everything that can be checked is checked before a run directory is touched (:mod:`spade.preflight`);
 every error the project raises on purpose prints as one line. Exit status: 0 finished, 1 the run stopped
@@ -18,11 +19,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import tyro
 
-from spade.config import CPU_TINY, PRESETS, ConfigError, TrainConfig, preset
+from spade.config import CPU_TINY, PRESETS, ConfigError, TrainConfig, preset, to_json, to_toml
 from spade.errors import SpadeError
 from spade.options import RUNTIME_OPTIONS, changed_options
 
@@ -44,6 +45,13 @@ class TrainArgs:
     --model.threads may be given as well (docs/running.md lists them)."""
     overwrite: bool = False
     """Replace what the run directory holds (with --resume: start that run over from step 0)."""
+    print_config: bool = False
+    """Print the resolved config (the preset with the options given; with --resume, the run's) and exit
+    without starting anything; as `spade config`."""
+    format: Literal["toml", "json"] = "toml"
+    """Format of --print-config: TOML, or JSON (the form of a run's config.json)."""
+    json: bool = False
+    """Print the config as JSON (same as --format json)."""
 
 
 def _split(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -99,6 +107,36 @@ def parse_config(argv: Sequence[str]) -> tuple[TrainConfig, Path | None]:
     return args.config, args.resume
 
 
+def render_config(args: TrainArgs) -> str:
+    """The resolved config as ``--print-config`` prints it: TOML, or JSON with ``--json``/``--format json``."""
+    return to_json(args.config) + "\n" if args.json or args.format == "json" else to_toml(args.config)
+
+
+CONFIG_USAGE = f"""usage: spade config [PRESET] [OPTION ...] [--json | --format json]
+
+Print the resolved config of `spade train --preset PRESET OPTION ...` and exit, starting nothing.
+PRESET: {", ".join(PRESETS)} (default cpu-tiny). OPTION: any option of `spade train --help`;
+with --resume RUN_DIR, the config that run continues with. TOML by default; JSON (--json) in the form
+of a run's config.json."""
+
+
+def config_cli(argv: Sequence[str]) -> int:
+    """``spade config``: print the resolved config of a preset and options; returns the exit code."""
+    args = list(argv)
+    if args[:1] in (["-h"], ["--help"]):
+        print(CONFIG_USAGE)
+        return 0
+    if args and not args[0].startswith("-"):
+        args = ["--preset", *args]
+    try:
+        parsed = parse_args(args)
+    except (SpadeError, ConfigError) as exc:
+        print(f"spade config: {exc}", file=sys.stderr)
+        return 2
+    print(render_config(parsed), end="")
+    return 0
+
+
 def resume_command(run_dir: Path) -> str:
     """The exact command that continues the run in ``run_dir``."""
     return f"spade train --resume {shlex.quote(str(run_dir))}"
@@ -111,6 +149,9 @@ def run_cli(argv: Sequence[str]) -> int:
 
     try:
         args = parse_args(argv)
+        if args.print_config:
+            print(render_config(args), end="")
+            return 0
         explicit_steps = _split(argv)[0].steps
         runtime: dict[str, Any] = {}
         if args.resume is not None:
