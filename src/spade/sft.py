@@ -326,7 +326,10 @@ async def cached_warm_start(
         try:
             stored = _load_entry(folder, trainer)
         except _UNUSABLE as exc:
-            progress(f"sft: the warm start stored in {folder} cannot be used ({exc}); doing it again")
+            progress(
+                f"sft: the warm start stored in {folder} cannot be used ({type(exc).__name__}: {exc}); "
+                "doing it again"
+            )
             _discard(folder)
             rebuilt = 1.0
         else:
