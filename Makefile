@@ -22,7 +22,8 @@ setup: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev,eval,ray]'
 
 # Start runs/cpu-tiny, or continue it when it exists (a finished run says so); see docs/running.md.
-# make train ARGS="--steps 12" extends it, ARGS=--overwrite starts it over, RUN=runs/other picks another.
+# make train ARGS="--steps 12" extends it, ARGS="--model.threads 1" continues it with one torch thread,
+# ARGS=--overwrite starts it over, RUN=runs/other picks another.
 RUN ?= runs/cpu-tiny
 ARGS ?=
 train: setup

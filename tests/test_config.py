@@ -1,8 +1,9 @@
-"""Configuration: presets, cross-field validation, JSON round trip and command-line parsing."""
+"""Configuration: presets, cross-field validation, JSON and TOML round trips and command-line parsing."""
 
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from spade.config import (
     PRESETS,
     ConfigError,
     DesignerConfig,
+    EvalConfig,
     MemoryConfig,
     ModelConfig,
     OpenAIConfig,
@@ -23,9 +25,12 @@ from spade.config import (
     RolloutConfig,
     TrainConfig,
     VLLMConfig,
+    from_dict,
     from_json,
     preset,
+    to_dict,
     to_json,
+    to_toml,
 )
 from spade.train_cli import parse_config, run_cli
 
@@ -37,6 +42,26 @@ def test_presets_round_trip_through_json(name: str) -> None:
     assert again == cfg
     assert isinstance(again.runs_dir, Path)
     assert isinstance(again.designer.skills, tuple)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_round_trip_through_toml(name: str) -> None:
+    cfg = preset(name)
+    loaded = tomllib.loads(to_toml(cfg))
+    assert from_dict(TrainConfig, loaded) == cfg
+    assert loaded == _without_none(to_dict(cfg))
+
+
+def test_toml_leaves_out_unset_options_as_comments() -> None:
+    cfg = dataclasses.replace(PAPER, eval=EvalConfig(limit=None))
+    text = to_toml(cfg)
+    assert "# difficulty: unset" in text
+    assert "# limit: unset" in text
+    assert tomllib.loads(text) == _without_none(to_dict(cfg))
+
+
+def _without_none(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: _without_none(v) if isinstance(v, dict) else v for k, v in data.items() if v is not None}
 
 
 def test_paper_preset_holds_the_released_recipe() -> None:
@@ -169,13 +194,6 @@ def test_command_line_overrides_a_preset() -> None:
 def test_command_line_validation_errors_exit_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["--rollout.plays-per-env", "1"]) == 2
     assert "plays_per_env must be >= 2" in capsys.readouterr().err
-
-
-def test_resume_takes_no_other_options(tmp_path: Path) -> None:
-    _, resume = parse_config(["--resume", str(tmp_path)])
-    assert resume == tmp_path
-    with pytest.raises(ConfigError, match="drop the other options"):
-        parse_config(["--resume", str(tmp_path), "--seed", "2"])
 
 
 def test_config_is_frozen() -> None:

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from spade.config import (
 from spade.demos import Demo, demo_seed, record_demo
 from spade.edits import apply_line_edits
 from spade.errors import SpadeError
+from spade.options import with_options
 from spade.prompts import DesignRequest, Exemplar
 from spade.sandbox import Sandbox
 from spade.train import train
@@ -367,3 +369,107 @@ def test_warm_starts_stored_side_by_side_keep_the_first_whole_and_leave_nothing_
     sft._store(folder, second, {"sft/steps": 5.0})
     assert json.loads((folder / "metrics.json").read_text()) == {"sft/steps": 5.0}
     assert [p.name for p in folder.parent.iterdir()] == ["key"]
+
+
+def test_the_cache_key_covers_every_model_option_that_shapes_the_entry_and_no_runtime_option() -> None:
+    """A scripted run's entry is no torch trainer's (and the other way round): the backend, and whatever else
+    changes what is stored, is part of the key; thread counts and engine settings are not."""
+    cfg = _cfg(episodes=4)
+    key = sft.cache_key(cfg)
+    shaping = {
+        "model.backend": "scripted",
+        "model.model": "/models/other",
+        "model.dtype": "bfloat16",
+        "model.device": "cuda",
+        "model.max_context": 1024,
+        "trainer.lora_rank": 8,
+        "trainer.lora_alpha": 16,
+        "trainer.lora_targets": ("q_proj",),
+        "trainer.lr": 1e-4,
+    }
+    for name, value in shaping.items():
+        assert sft.cache_key(with_options(cfg, {name: value})) != key, name
+    runtime_or_sampling = {
+        "model.threads": 1,
+        "model.max_concurrency": 3,
+        "model.vllm.kv_cache_gib": 0.25,
+        "model.vllm.cpu_bind": "all",
+        "trainer.compact_heap": True,
+        "transcripts.enabled": False,
+    }
+    for name, value in runtime_or_sampling.items():
+        assert sft.cache_key(with_options(cfg, {name: value})) == key, name
+
+
+def test_every_model_option_is_either_keyed_or_named_as_not_shaping_a_warm_start() -> None:
+    """A new model option makes its author decide whether warm starts depend on it."""
+    named = set(sft._MODEL_KEYED) | set(sft._MODEL_UNKEYED)
+    assert named == {f.name for f in dataclasses.fields(ModelConfig)}
+    assert not set(sft._MODEL_KEYED) & set(sft._MODEL_UNKEYED)
+
+
+class _OtherTrainer(ScriptedTrainer):
+    """A trainer whose checkpoints are other files than the scripted double's (as TorchTrainer's are)."""
+
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "other_state.json").write_text(json.dumps({"updates": self.updates}))
+
+    def load(self, path: Path) -> None:
+        file = path / "other_state.json"
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} not found: pass a folder written by _OtherTrainer.save")
+        self.updates = int(json.loads(file.read_text())["updates"])
+
+
+def _warm(cfg: TrainConfig, trainer: ScriptedTrainer, lines: list[str]) -> dict[str, Any]:
+    async def run() -> dict[str, Any]:
+        with Sandbox() as sb:
+            return await sft.cached_warm_start(cfg, sb, CannedPolicy([]).template, trainer, lines.append)
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("damage", ["another_trainer", "trainer_files_gone", "metrics_cut", "state_cut"])
+def test_an_unusable_cache_entry_is_done_again_and_replaced_not_fatal(tmp_path: Path, damage: str) -> None:
+    cfg = dataclasses.replace(_cfg(episodes=2, epochs=1, batch=2), runs_dir=tmp_path)
+    folder = tmp_path / ".sft-cache" / sft.cache_key(cfg)
+    first = _warm(cfg, _OtherTrainer() if damage == "another_trainer" else ScriptedTrainer(), [])
+    assert (first["sft/cached"], first["sft/cache_rebuilt"]) == (0.0, 0.0)
+    if damage == "trainer_files_gone":
+        shutil.rmtree(folder / "trainer")
+    elif damage == "metrics_cut":
+        (folder / "metrics.json").write_text('{"sft/steps": ')
+    elif damage == "state_cut":
+        (folder / "trainer" / "scripted_trainer.json").write_text("")
+    lines: list[str] = []
+    trainer = ScriptedTrainer()
+    metrics = _warm(cfg, trainer, lines)
+    assert (metrics["sft/cached"], metrics["sft/cache_rebuilt"]) == (0.0, 1.0)
+    assert trainer.updates == 1  # warmed up from the model as built, not from the refused entry
+    assert any(line.startswith(f"sft: the warm start stored in {folder} cannot be used (") for line in lines)
+    again = _warm(cfg, ScriptedTrainer(), lines)  # the entry stored anew is used
+    assert (again["sft/cached"], again["sft/cache_rebuilt"]) == (1.0, 0.0)
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]
+
+
+@pytest.mark.slow
+def test_a_torch_trainer_refuses_a_scripted_entry_and_warms_up_again(tmp_path: Path) -> None:
+    """The issue's case with the real trainer: an entry the scripted double wrote under this key."""
+    model = write_tiny_model(tmp_path / "tiny")
+    cfg = dataclasses.replace(_cfg(episodes=2, epochs=1, batch=2), runs_dir=tmp_path)
+    cfg = with_options(cfg, {"model.model": str(model)})
+    folder = tmp_path / ".sft-cache" / sft.cache_key(cfg)
+    sft._store(folder, ScriptedTrainer(), {"sft/steps": 1.0})
+    trainer = TorchTrainer(TrainerConfig(micro_batch_tokens=4096), cfg.model)
+    lines: list[str] = []
+
+    async def run() -> dict[str, Any]:
+        with Sandbox() as sb:
+            template = HFChatTemplate(trainer.tokenizer)
+            return await sft.cached_warm_start(cfg, sb, template, trainer, lines.append)
+
+    metrics = asyncio.run(run())
+    assert metrics["sft/cache_rebuilt"] == 1.0
+    assert any("trainer_state.pt not found" in line for line in lines)
+    assert (folder / "trainer" / "trainer_state.pt").is_file()

@@ -24,6 +24,7 @@ commands:
   compare compare runs or evaluation results item by item, with confidence intervals
   play    play an environment (registry name or file): you, its scripted solution, or a run's trained model
   train   run SPADE self-play training (--preset cpu-tiny|paper, --resume RUN_DIR)
+  config  print the resolved training config of a preset and options as TOML or JSON, and exit
   runs    list the runs under a runs folder: status, step, latest metrics, age
   report  write a self-contained HTML report of a run (curves, archive, rejected designs, episodes)
   export  export a run's valid environments as a dataset folder and a released-pool folder
@@ -245,6 +246,12 @@ def _cmd_train(argv: Sequence[str]) -> int:
     return train_main(argv)
 
 
+def _cmd_config(argv: Sequence[str]) -> int:
+    from spade.train_cli import config_cli  # noqa: PLC0415
+
+    return config_cli(argv)
+
+
 def _cmd_eval(argv: Sequence[str]) -> int:
     from spade.eval_cli import run_eval  # noqa: PLC0415
 
@@ -260,6 +267,7 @@ def _cmd_compare(argv: Sequence[str]) -> int:
 COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "check": _cmd_check,
     "compare": _cmd_compare,
+    "config": _cmd_config,
     "eval": _cmd_eval,
     "envs": _cmd_envs,
     "play": _cmd_play,

@@ -3,7 +3,7 @@
 Parsed once by the CLI with tyro (attribute docstrings become ``--help``). Named presets (``cpu-tiny``,
 ``paper``) are full ``TrainConfig`` values that command-line flags override. Cross-field checks raise
 :class:`ConfigError` with a message that says how to fix the value. ``to_json`` / ``from_json`` round-trip
-a resolved config (it is written to every run directory).
+a resolved config (it is written to every run directory); ``to_toml`` prints it for people to read.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from spade import toml_writer
 from spade.actions import ActionMode
 from spade.credit import RateMeasure
 from spade.errors import SpadeError
@@ -974,6 +975,13 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 def to_json(cfg: TrainConfig) -> str:
     """The resolved config as indented JSON."""
     return json.dumps(to_dict(cfg), indent=2, sort_keys=True)
+
+
+def to_toml(cfg: TrainConfig) -> str:
+    """The resolved config as TOML, the sections as tables in field order: ``tomllib`` reads it back as
+    :func:`to_dict`'s values, less the options that are None (written as comments), so ``from_dict`` rebuilds
+    ``cfg`` wherever those options' defaults are None too."""
+    return toml_writer.dumps(to_dict(cfg))
 
 
 T = TypeVar("T")

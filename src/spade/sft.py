@@ -26,10 +26,11 @@ and cut to fit as :func:`spade.hints.write_hints` cuts it, answered after ``desi
 game's strategy note (:attr:`spade.envs.EnvSpec.strategy`). Asked for a hint, a 135M model otherwise writes
 code, which the hint filter refuses: no hinted play is made and no regret measured.
 
-A warm start depends only on the model, the ``sft``, ``play``, ``trainer``, ``designer`` and ``checker``
-settings, the seed and the sources of the games it imitates, so its result is kept under
-``<runs_dir>/.sft-cache/<key>`` and reused by any run that would repeat it (the modes of an experiment that
-share a seed, a run started over).
+A warm start depends only on the model (backend, model, dtype, device, context: :data:`_MODEL_KEYED`), the
+``sft``, ``play``, ``trainer``, ``designer`` and ``checker`` settings (runtime options aside), the seed and
+the sources of the games it imitates, so its result is kept under ``<runs_dir>/.sft-cache/<key>`` and reused
+by any run that would repeat it (the modes of an experiment that share a seed, a run started over). An entry
+that cannot be used is done again, not fatal (:func:`cached_warm_start`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import random
 import shutil
 import time
@@ -48,12 +50,13 @@ from spade import envs
 from spade.agent import GAME_SYSTEM, HINT_TEMPLATE
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.checker import CheckReport, FindingCode, acheck_env
-from spade.config import TrainConfig, to_dict
+from spade.config import TrainConfig
 from spade.demos import Demo, demo_seed, record_demo, same_instance_demos
 from spade.designer import sample_tokens
 from spade.edits import apply_line_edits, build_line_edit_messages, excerpt_window, mechanical_edit
 from spade.errors import SpadeError
 from spade.hints import HintRequest, hint_prompt
+from spade.options import result_settings
 from spade.prompts import DesignRequest, Exemplar
 from spade.rollout import reset_options
 from spade.sandbox import EnvRunner
@@ -274,20 +277,33 @@ async def warm_start(
     }
 
 
+_MODEL_KEYED = ("backend", "model", "dtype", "device", "max_context")
+"""The ``model`` options a warm start's entry depends on: the backend picks the trainer that writes it (the
+scripted double or the torch trainer, whose files differ), model, dtype and device its weights and
+arithmetic, and ``max_context`` where hint prompts are cut. The other ``model`` options
+(:data:`_MODEL_UNKEYED`) only sample, and a warm start samples nothing."""
+_MODEL_UNKEYED = ("max_concurrency", "threads", "openai", "vllm", "scripted")
+"""The ``model`` options a warm start does not depend on: sampling engines' settings and runtime options."""
+_UNUSABLE = (OSError, EOFError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError)
+"""What reading a damaged or foreign entry raises: files missing (another trainer's entry) or cut, JSON or
+torch files that do not parse (torch: RuntimeError for a cut archive, UnpicklingError or EOFError for other
+bytes), and a trainer's own refusal (TorchTrainer: ValueError for another format or other tensors)."""
+
+
 def cache_key(cfg: TrainConfig) -> str:
-    """What a warm start's result depends on, hashed: the settings and the source of every game it imitates."""
+    """What a warm start's result depends on, hashed: the settings (runtime options aside: see
+    :data:`spade.options.RUNTIME_OPTIONS`), the model options of :data:`_MODEL_KEYED`, the seed and the
+    source of every game it imitates."""
     games = sorted(
         {*env_names(cfg), *designer_games(cfg)} if cfg.sft.designs or cfg.sft.hints else env_names(cfg)
     )
     inputs = {
         "games": {name: hashlib.sha256(envs.spec(name).source().encode()).hexdigest() for name in games},
-        "model": cfg.model.model,
-        "dtype": cfg.model.dtype,
-        "sft": to_dict(cfg.sft),
-        "play": to_dict(cfg.play),
-        "trainer": to_dict(cfg.trainer),
-        "designer": to_dict(cfg.designer),
-        "checker": to_dict(cfg.checker),
+        "model": {name: getattr(cfg.model, name) for name in _MODEL_KEYED},
+        **{
+            section: result_settings(cfg, section)
+            for section in ("sft", "play", "trainer", "designer", "checker")
+        },
         "seed": cfg.seed,
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
@@ -296,15 +312,56 @@ def cache_key(cfg: TrainConfig) -> str:
 async def cached_warm_start(
     cfg: TrainConfig, runner: EnvRunner, template: Any, trainer: Trainer, progress: Progress
 ) -> dict[str, Any]:
-    """:func:`warm_start`, or the trainer state and metrics of the same warm start done before."""
+    """:func:`warm_start`, or the trainer state and metrics of the same warm start done before.
+
+    An entry that cannot be used (files missing or cut, or not the trainer's own) is removed and the warm
+    start done again and stored; ``sft/cache_rebuilt`` is 1 then. The trainers refuse such an entry before
+    changing their state (TorchTrainer checks the file, its format and its tensors first), so the warm start
+    starts from the model as built. Under ``accelerate launch`` the other ranks load the entry too and stop
+    on one that cannot be used; the key keeps other trainers' entries apart, so that takes damaged files.
+    """
     folder = cfg.runs_dir / ".sft-cache" / cache_key(cfg)
+    rebuilt = 0.0
     if (folder / "metrics.json").is_file():
-        trainer.load(folder / "trainer")
-        progress(f"sft: reusing the warm start in {folder} (same model, settings and seed)")
-        return {**json.loads((folder / "metrics.json").read_text()), "sft/cached": 1.0}
+        try:
+            stored = _load_entry(folder, trainer)
+        except _UNUSABLE as exc:
+            progress(
+                f"sft: the warm start stored in {folder} cannot be used ({type(exc).__name__}: {exc}); "
+                "doing it again"
+            )
+            _discard(folder)
+            rebuilt = 1.0
+        else:
+            progress(f"sft: reusing the warm start in {folder} (same model, settings and seed)")
+            return {**stored, "sft/cached": 1.0, "sft/cache_rebuilt": 0.0}
     metrics = await warm_start(cfg, runner, template, trainer, progress)
     _store(folder, trainer, metrics)
-    return {**metrics, "sft/cached": 0.0}
+    return {**metrics, "sft/cached": 0.0, "sft/cache_rebuilt": rebuilt}
+
+
+def _load_entry(folder: Path, trainer: Trainer) -> dict[str, Any]:
+    """The metrics of the entry in ``folder``, its trainer state loaded into ``trainer``.
+
+    Raises:
+        One of :data:`_UNUSABLE`: the entry cannot be used.
+    """
+    stored = json.loads((folder / "metrics.json").read_text())
+    if not isinstance(stored, dict):
+        raise ValueError(f"{folder / 'metrics.json'} holds no metrics object")
+    trainer.load(folder / "trainer")
+    return stored
+
+
+def _discard(folder: Path) -> None:
+    """Remove an unusable entry: renamed aside first, so no other run reads it half deleted."""
+    aside = folder.with_name(f"{folder.name}.unusable-{os.getpid()}")
+    shutil.rmtree(aside, ignore_errors=True)  # left by a killed process that had this pid
+    try:
+        folder.rename(aside)
+    except FileNotFoundError:  # a run side by side removed it first
+        return
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _store(folder: Path, trainer: Trainer, metrics: dict[str, Any]) -> None:

@@ -22,12 +22,13 @@ from spade import cluster, distributed, procedural, resources, sft, stopping
 from spade import credit as cr
 from spade import rewards as rw
 from spade.backends import policy_metrics
-from spade.config import TrainConfig
+from spade.config import ConfigError, TrainConfig
 from spade.credit import EnvStats, PendingCredit
 from spade.errors import SpadeError
 from spade.evals.intrain import TrainEval
 from spade.memory import EnvStatus, Memory
 from spade.memory_select import pool_batch
+from spade.options import RUNTIME_OPTIONS, changed_options, with_options
 from spade.phases import Components, DesignOutcome, design_phase, fresh_only, make_components
 from spade.regret import estimate_regret
 from spade.rollout import PlayJob, episode_seeds, paired_jobs, run_jobs, status_counts
@@ -88,6 +89,14 @@ class LoopState:
 # -- entry points ------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """What a resume changes in the saved config: the step total (None: as saved) and runtime options."""
+
+    steps: int | None = None
+    runtime: Mapping[str, Any] = field(default_factory=dict)
+
+
 def train(
     cfg: TrainConfig,
     *,
@@ -95,6 +104,7 @@ def train(
     progress: Progress | None = None,
     overwrite: bool = False,
     steps: int | None = None,
+    runtime: Mapping[str, Any] | None = None,
 ) -> RunDir:
     """Run (or, with ``resume``, continue) a training run; returns its run directory.
 
@@ -103,9 +113,12 @@ def train(
         resume: continue the run in ``cfg.run_dir`` from its newest complete checkpoint.
         progress: receives one line per phase and step.
         overwrite: delete what ``cfg.run_dir`` holds first (with ``resume``: start the saved run over).
-        steps: with ``resume``, a new step total (extends a finished run).
+        steps: with ``resume``, a new step total (extends a finished run), not below the steps done.
+        runtime: with ``resume``, new values of runtime options by dotted name (``{"model.threads": 1}``;
+            :data:`spade.options.RUNTIME_OPTIONS`): they take effect and are saved with the config.
 
     Raises:
+        spade.config.ConfigError: ``runtime`` names another option, or ``steps`` is below the steps done.
         spade.stopping.Interrupted: a stop was requested (SIGINT/SIGTERM); the run is resumable.
         spade.rundir.RunLockedError: another process drives the run.
         spade.rundir.RunStateError: the run directory cannot be continued as it is (message: the way out).
@@ -116,11 +129,12 @@ def train(
     if distributed.is_follower():
         return distributed.follow_run(cfg, resume=resume)
     say = progress or (lambda _: None)
-    return asyncio.run(stopping.run_until_stopped(_train(cfg, resume, say, overwrite, steps)))
+    resumed = Resumed(steps, dict(runtime or {}))
+    return asyncio.run(stopping.run_until_stopped(_train(cfg, resume, say, overwrite, resumed)))
 
 
 async def _train(
-    cfg: TrainConfig, resume: bool, progress: Progress, overwrite: bool, steps: int | None
+    cfg: TrainConfig, resume: bool, progress: Progress, overwrite: bool, resumed: Resumed
 ) -> RunDir:
     run = RunDir(cfg.run_dir)
     fresh_root = not run.root.exists()
@@ -129,7 +143,7 @@ async def _train(
     with run.lock() as note:
         if note:
             progress(note)
-        cfg, resume = _open_run(run, cfg, resume, overwrite, steps)
+        cfg, resume = _open_run(run, cfg, resume, overwrite, resumed, progress=progress)
         ready = False
         try:
             with make_components(cfg, run) as c:
@@ -147,22 +161,47 @@ async def _train(
 
 
 def _open_run(
-    run: RunDir, cfg: TrainConfig, resume: bool, overwrite: bool, steps: int | None
+    run: RunDir, cfg: TrainConfig, resume: bool, overwrite: bool, resumed: Resumed, *, progress: Progress
 ) -> tuple[TrainConfig, bool]:
-    """The config to run and whether it continues saved state (False: a fresh start)."""
+    """The config to run and whether it continues saved state (False: a fresh start).
+
+    Raises:
+        ConfigError: a resume that changes an option other than runtime ones, or sets fewer steps than
+            the run has done; raised before anything is written.
+    """
     if resume:
-        cfg = run.load_config()
-        if steps is not None:
-            cfg = dataclasses.replace(cfg, steps=steps)
+        cfg = _with_runtime(run.load_config(), resumed.runtime, progress)
+        if resumed.steps is not None:
+            cfg = dataclasses.replace(cfg, steps=resumed.steps)
         if not overwrite:
             run.check_archive()
-            run.resume_point()  # raises when there is nothing safe to continue from
+            done = run.resume_point().step  # raises when there is nothing safe to continue from
+            if resumed.steps is not None and resumed.steps < done:
+                raise ConfigError(
+                    f"--steps {resumed.steps} is below the {done} steps {run.root} has done: pass --steps "
+                    f"{done} or more to extend it, or leave --steps out (or add --overwrite to start it over)"
+                )
             run.save_config(cfg)
             return cfg, True
     if overwrite:
         run.clear()
     run.create(cfg)
     return cfg, False
+
+
+def _with_runtime(cfg: TrainConfig, runtime: Mapping[str, Any], progress: Progress) -> TrainConfig:
+    """The saved ``cfg`` with new values of runtime options; a progress line names each change."""
+    refused = sorted(set(runtime) - set(RUNTIME_OPTIONS))
+    if refused:
+        raise ConfigError(
+            f"a resumed run keeps its saved config: {', '.join(refused)} cannot change (only the runtime "
+            f"options {', '.join(RUNTIME_OPTIONS)}); start a new run to change them"
+        )
+    new = with_options(cfg, runtime)
+    before = changed_options(new, cfg)
+    for name, value in changed_options(cfg, new).items():
+        progress(f"resuming with {name}={value!r} (was {before[name]!r})")
+    return new
 
 
 async def _warm_start(

@@ -1,4 +1,5 @@
-"""``spade train``: a preset, command-line overrides of any config field, or ``--resume RUN_DIR``.
+"""``spade train``: a preset, command-line overrides of any config field, or ``--resume RUN_DIR``; with
+``--print-config`` (or as ``spade config``) it prints the resolved config instead and starts nothing.
 
 Everything that can be checked is checked before a run directory is touched (:mod:`spade.preflight`);
 every error the project raises on purpose prints as one line. Exit status: 0 finished, 1 the run stopped
@@ -18,12 +19,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import tyro
 
-from spade.config import CPU_TINY, PRESETS, ConfigError, TrainConfig, preset
+from spade.config import CPU_TINY, PRESETS, ConfigError, TrainConfig, preset, to_json, to_toml
 from spade.errors import SpadeError
+from spade.options import RUNTIME_OPTIONS, changed_options
 
 if TYPE_CHECKING:
     from spade.rundir import RunDir
@@ -38,10 +40,18 @@ class TrainArgs:
     """Named defaults the other options override: cpu-tiny (embedded 135M model, 2 CPU cores, minutes) or
     paper (the released recipe, 8 GPUs)."""
     resume: Path | None = None
-    """Continue the run in this directory from its newest complete checkpoint, with its saved config (only
-    --steps, to extend it, and --overwrite may be given as well)."""
+    """Continue the run in this directory from its newest complete checkpoint, with its saved config: only
+    --steps (to extend it, not below the steps done), --overwrite and runtime options such as
+    --model.threads may be given as well (docs/running.md lists them)."""
     overwrite: bool = False
     """Replace what the run directory holds (with --resume: start that run over from step 0)."""
+    print_config: bool = False
+    """Print the resolved config (the preset with the options given; with --resume, the run's) and exit
+    without starting anything; as `spade config`."""
+    format: Literal["toml", "json"] = "toml"
+    """Format of --print-config: TOML, or JSON (the form of a run's config.json)."""
+    json: bool = False
+    """Print the config as JSON (same as --format json)."""
 
 
 def _split(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -57,12 +67,7 @@ def parse_args(argv: Sequence[str]) -> TrainArgs:
     """The options a command line asks for (``--help`` prints every option and exits)."""
     known, rest = _split(argv)
     if known.resume is not None and "--help" not in rest and "-h" not in rest:
-        if rest:
-            raise ConfigError(
-                f"--resume continues a run with its saved config; only --steps (to extend it) and "
-                f"--overwrite apply: drop the other options ({' '.join(rest)})"
-            )
-        return TrainArgs(TrainConfig(), known.preset, known.resume, known.overwrite)
+        return _resume_args(argv, known.resume)
     base = preset(known.preset)
     description = (
         f"Run SPADE self-play training. --preset chooses the defaults ({', '.join(PRESETS)}; now: "
@@ -72,10 +77,64 @@ def parse_args(argv: Sequence[str]) -> TrainArgs:
     return tyro.cli(TrainArgs, default=default, args=list(argv), prog="spade train", description=description)
 
 
+def _resume_args(argv: Sequence[str], run_dir: Path) -> TrainArgs:
+    """The options of a resume: the run's saved config, with the new step total and runtime options given.
+
+    Raises:
+        spade.rundir.RunStateError: ``run_dir`` holds no readable run.
+        ConfigError: an option other than --steps, --overwrite and runtime options is given a new value.
+    """
+    from spade.rundir import RunDir  # noqa: PLC0415
+
+    saved = RunDir(run_dir).load_config()
+    args = tyro.cli(TrainArgs, default=TrainArgs(saved), args=list(argv), prog="spade train")
+    refused = [
+        name for name in changed_options(saved, args.config) if name not in (*RUNTIME_OPTIONS, "steps")
+    ]
+    if refused:
+        flags = " ".join(f"--{name.replace('_', '-')}" for name in refused)
+        raise ConfigError(
+            f"--resume continues a run with its saved config; besides --steps, --overwrite and runtime "
+            f"options (such as --model.threads; see docs/running.md) nothing may change: drop {flags}, or "
+            f"start a new run (--name) with them"
+        )
+    return args
+
+
 def parse_config(argv: Sequence[str]) -> tuple[TrainConfig, Path | None]:
     """The config a command line asks for, and the run directory to resume (if any)."""
     args = parse_args(argv)
     return args.config, args.resume
+
+
+def render_config(args: TrainArgs) -> str:
+    """The resolved config as ``--print-config`` prints it: TOML, or JSON with ``--json``/``--format json``."""
+    return to_json(args.config) + "\n" if args.json or args.format == "json" else to_toml(args.config)
+
+
+CONFIG_USAGE = f"""usage: spade config [PRESET] [OPTION ...] [--json | --format json]
+
+Print the resolved config of `spade train --preset PRESET OPTION ...` and exit, starting nothing.
+PRESET: {", ".join(PRESETS)} (default cpu-tiny). OPTION: any option of `spade train --help`;
+with --resume RUN_DIR, the config that run continues with. TOML by default; JSON (--json) in the form
+of a run's config.json."""
+
+
+def config_cli(argv: Sequence[str]) -> int:
+    """``spade config``: print the resolved config of a preset and options; returns the exit code."""
+    args = list(argv)
+    if args[:1] in (["-h"], ["--help"]):
+        print(CONFIG_USAGE)
+        return 0
+    if args and not args[0].startswith("-"):
+        args = ["--preset", *args]
+    try:
+        parsed = parse_args(args)
+    except (SpadeError, ConfigError) as exc:
+        print(f"spade config: {exc}", file=sys.stderr)
+        return 2
+    print(render_config(parsed), end="")
+    return 0
 
 
 def resume_command(run_dir: Path) -> str:
@@ -90,9 +149,15 @@ def run_cli(argv: Sequence[str]) -> int:
 
     try:
         args = parse_args(argv)
+        if args.print_config:
+            print(render_config(args), end="")
+            return 0
         explicit_steps = _split(argv)[0].steps
+        runtime: dict[str, Any] = {}
         if args.resume is not None:
-            cfg = RunDir(args.resume).load_config()
+            cfg = args.config
+            saved = RunDir(args.resume).load_config()
+            runtime = {k: v for k, v in changed_options(saved, cfg).items() if k in RUNTIME_OPTIONS}
             preflight.check_setup(cfg, fresh=args.overwrite)
             run_dir = args.resume
         else:
@@ -109,7 +174,7 @@ def run_cli(argv: Sequence[str]) -> int:
     try:
         grace_s = float(os.environ.get("SPADE_STOP_GRACE_S", "10"))
         with stopping.handle_signals(f"The run resumes from its last checkpoint: {again}", grace_s=grace_s):
-            run = _train(args, cfg, run_dir, explicit_steps)
+            run = _train(args, cfg, run_dir, explicit_steps, runtime)
     except stopping.Interrupted as exc:
         print(f"spade train: {exc}{_after_stop(run_dir)}", file=sys.stderr)
         code = 128 + (int(signal.Signals[exc.signal_name]) if exc.signal_name in ("SIGINT", "SIGTERM") else 2)
@@ -130,7 +195,9 @@ def run_cli(argv: Sequence[str]) -> int:
     return 0
 
 
-def _train(args: TrainArgs, cfg: TrainConfig, run_dir: Path, steps: int | None) -> RunDir:
+def _train(
+    args: TrainArgs, cfg: TrainConfig, run_dir: Path, steps: int | None, runtime: dict[str, Any]
+) -> RunDir:
     from spade.train import train  # noqa: PLC0415
 
     started = time.perf_counter()
@@ -140,7 +207,9 @@ def _train(args: TrainArgs, cfg: TrainConfig, run_dir: Path, steps: int | None) 
 
     if args.resume is not None:
         target = TrainConfig(runs_dir=run_dir.parent, name=run_dir.name)
-        return train(target, resume=True, progress=progress, overwrite=args.overwrite, steps=steps)
+        return train(
+            target, resume=True, progress=progress, overwrite=args.overwrite, steps=steps, runtime=runtime
+        )
     return train(cfg, progress=progress, overwrite=args.overwrite)
 
 
