@@ -39,13 +39,14 @@ class EvalArgs:
     """Evaluate a policy on held-out suites (see docs/eval.md).
 
     SUITES are suite names (envs, reasoning_gym, math, bfcl, code), each optionally with its own task list:
-    `reasoning_gym:basic_arithmetic,leg_counting`. The policy is the model below (default: the embedded
+    `reasoning_gym:basic_arithmetic,leg_counting`; files, folders and environment names after `envs` are its
+    environments (`spade eval envs path/to/pool`). The policy is the model below (default: the embedded
     SmolLM2-135M on the hf backend), a run's trained policy (--run), or the environments' scripted
     solutions (--solver, envs only). Evaluation seeds are >= 2**31; training seeds are below.
     """
 
     suites: Annotated[tuple[str, ...], tyro.conf.Positional] = ()
-    """Suites to run (with optional `:task1,task2`)."""
+    """Suites to run (with optional `:task1,task2`); after envs, environment files, folders or names."""
     tasks: str = ""
     """Comma-separated tasks for suites named without their own list (RG tasks, env names, files, folders)."""
     preset: str = "default"
@@ -180,7 +181,7 @@ def run_eval(argv: Sequence[str]) -> int:
     """``spade eval``: returns the exit status (0, or 2 on bad input)."""
     args = tyro.cli(EvalArgs, args=list(argv), prog="spade eval")
     from spade.evals import report  # noqa: PLC0415 - subcommands import what they need
-    from spade.evals.runner import SuiteRequest, evaluate, parse_suite  # noqa: PLC0415
+    from spade.evals.runner import SuiteRequest, evaluate  # noqa: PLC0415
 
     try:
         if args.list_tasks:
@@ -190,7 +191,7 @@ def run_eval(argv: Sequence[str]) -> int:
         _check(args)
         opts = options(args)
         requests = [
-            SuiteRequest(*_suite_options(parse_suite(s, opts.tasks), opts, args)) for s in args.suites
+            SuiteRequest(*_suite_options(s, opts, args)) for s in suite_selections(args.suites, opts.tasks)
         ]
         out = args.out or Path("eval-results") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         with _progress_bars(sys.stderr.isatty() or not args.json) as bars:
@@ -258,6 +259,37 @@ def _print_comparisons(comparisons: Sequence[Comparison], *, as_json: bool) -> i
     else:
         report.print_table(report.compare_table(comparisons))
     return 0
+
+
+def suite_selections(words: Sequence[str], tasks: Sequence[str] = ()) -> list[tuple[str, tuple[str, ...]]]:
+    """The positional words of ``spade eval`` as ``(suite, tasks)`` pairs.
+
+    A word is a suite (``name`` or ``name:task1,task2``; ``tasks`` applies to a suite named without a list),
+    or, after ``envs``, one of its environments: a file, a folder or a registry name (``spade eval envs
+    path/to/pool a.py``), which replaces ``tasks`` or extends the suite's own list.
+
+    Raises:
+        EvalError: a word that is neither a suite nor after ``envs``.
+    """
+    from spade.evals.runner import parse_suite  # noqa: PLC0415
+
+    groups: list[tuple[str, list[str]]] = []
+    for word in words:
+        if word.partition(":")[0] in SUITES:
+            groups.append((word, []))
+        elif groups and groups[-1][0].partition(":")[0] == "envs":
+            groups[-1][1].append(word)
+        else:
+            raise EvalError(
+                f"unknown suite {word!r}; choose from: {', '.join(SUITES)} (environment files, folders and "
+                f"names go after the suite envs: `spade eval envs {word}`)"
+            )
+    out = []
+    for spec, extra in groups:
+        name, chosen = parse_suite(spec, tasks)
+        listed = chosen if ":" in spec else ()
+        out.append((name, (*listed, *extra) if extra else chosen))
+    return out
 
 
 def _suite_options(
