@@ -99,6 +99,23 @@ def test_readme_stands_on_its_own() -> None:
         assert "../shared" not in doc.read_text(), doc
 
 
+def test_check_help_lists_every_finding_code_with_its_docstring() -> None:
+    from spade.checker.findings import DEFAULT_SEVERITY, FindingCode, code_docs  # noqa: PLC0415
+
+    docs = code_docs()
+    assert all(docs.values()), [c for c, d in docs.items() if not d]
+    assert docs[FindingCode.TIMEOUT].startswith("A call used up its CPU-time limit")
+    out = spade_cli("check", "--help")
+    assert out.returncode == 0, out.stderr
+    rows = {ln.split()[0]: ln for ln in out.stdout.splitlines() if ln.startswith("  ") and ln.split()}
+    for code in FindingCode:
+        assert code.value in rows, f"{code.value} missing from `spade check --help`"
+        assert DEFAULT_SEVERITY[code] in rows[code.value]
+        assert docs[code].replace("``", "`")[:40] in rows[code.value]
+    named = set(re.findall(r"`([A-Z][A-Z_]+)`", (ROOT / "docs" / "metrics.md").read_text()))
+    assert named <= {c.value for c in FindingCode}, "docs/metrics.md names codes that do not exist"
+
+
 def test_metrics_glossary_covers_every_logged_metric(tmp_path: Path) -> None:
     from spade.config import (  # noqa: PLC0415
         CheckerConfig,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -167,7 +168,11 @@ def _cmd_export(argv: Sequence[str]) -> int:
 
 
 def _cmd_check(argv: Sequence[str]) -> int:
-    args = tyro.cli(CheckArgs, args=argv, prog="spade check")
+    from spade.checker.findings import codes_help  # noqa: PLC0415 - light: no sandbox, no model
+
+    codes = f"Finding codes (severity unless a check says otherwise):\n{codes_help()}"
+    description = f"{inspect.cleandoc(CheckArgs.__doc__ or '')}\n\n{codes}"
+    args = tyro.cli(CheckArgs, args=argv, prog="spade check", description=description)
     if not args.files:
         print("spade check: give at least one FILE (see `spade check --help`)", file=sys.stderr)
         return 2
