@@ -23,13 +23,12 @@ from rich import progress as rp
 from rich.console import Console
 
 from spade.config import ModelConfig
-from spade.evals.base import EvalError, EvalOptions, Progress
+from spade.evals.base import EvalError, EvalOptions, Progress, Workload
 from spade.evals.registry import SUITES
 
 if TYPE_CHECKING:
     from spade.evals.compare import Comparison
-
-ProgressFactory = Callable[[str], Progress]
+    from spade.evals.runner import ProgressFactory
 
 DEFAULTS = EvalOptions()
 
@@ -57,7 +56,8 @@ class EvalArgs:
     episodes: int = DEFAULTS.episodes
     """Scored episodes per item."""
     limit: int | None = DEFAULTS.limit
-    """Items per task (procedural suites: default 8) or in all (envs, fixed datasets)."""
+    """Items per task for reasoning_gym and math (default 8; math has 32 tasks, so --limit 2 scores 64 items),
+    per category for bfcl (default 20), in all for envs and code (default: all). The count is printed first."""
     fewshot: int = DEFAULTS.fewshot
     """Worked examples from the same generator before each item (seeds disjoint from scored items)."""
     temperature: float = DEFAULTS.temperature
@@ -146,25 +146,40 @@ def _check(args: EvalArgs) -> None:
 
 
 @contextmanager
-def _progress_bars(enabled: bool) -> Iterator[ProgressFactory]:
-    """A per-suite progress bar on stderr (a factory of no-op callbacks when disabled)."""
-    if not enabled:
-        yield lambda name: lambda done, total: None
+def _progress(terminal: bool) -> Iterator[ProgressFactory]:
+    """Per-suite progress on stderr: the count up front and a measured estimate after the first episode,
+    then a bar on a terminal, or plain lines (every 10% of the episodes or 30 s) for a log."""
+    if not terminal:
+        yield lambda name, work: _log(name, work, lambda line: print(line, file=sys.stderr, flush=True), True)
         return
     bar = rp.Progress(
         rp.TextColumn("{task.description}"),
         rp.BarColumn(),
         rp.MofNCompleteColumn(),
+        rp.TextColumn("episodes"),
+        rp.TimeElapsedColumn(),
         rp.TimeRemainingColumn(),
         console=Console(stderr=True),
     )
 
-    def factory(name: str) -> Progress:
-        task = bar.add_task(name, total=None)
-        return lambda done, total: bar.update(task, completed=done, total=total)
+    def factory(name: str, work: Workload | None) -> Progress:
+        task = bar.add_task(name, total=work.total if work else None)
+        log = _log(name, work, bar.console.print, False)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+            log(done, total)
+
+        return update
 
     with bar:
         yield factory
+
+
+def _log(name: str, work: Workload | None, write: Callable[[str], None], periodic: bool) -> Progress:
+    from spade.evals.progress import ProgressLog  # noqa: PLC0415
+
+    return ProgressLog(name, work, write, periodic=periodic) if work else (lambda done, total: None)
 
 
 def _source(args: EvalArgs) -> Any:
@@ -194,7 +209,7 @@ def run_eval(argv: Sequence[str]) -> int:
             SuiteRequest(*_suite_options(s, opts, args)) for s in suite_selections(args.suites, opts.tasks)
         ]
         out = args.out or Path("eval-results") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        with _progress_bars(sys.stderr.isatty() or not args.json) as bars:
+        with _progress(sys.stderr.isatty()) as bars:
             if len(args.run) > 1:
                 folders = _eval_runs(args, requests, out, bars)
                 print(f"results: {', '.join(map(str, folders))}", file=sys.stderr)
