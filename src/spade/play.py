@@ -230,7 +230,8 @@ def watch_model(
 
     Every observation, reply, parsed action and reward is printed to ``out`` as it happens. The environment
     runs in the sandbox (registry environments too), with the run's play settings (action parsing, turn
-    and token budgets).
+    and token budgets, and its level: ``play.difficulty`` unless ``options`` names a difficulty; a level
+    the environment does not have is left out, as in training).
     """
     import asyncio  # noqa: PLC0415
     import random  # noqa: PLC0415
@@ -298,10 +299,12 @@ async def _watch(cfg: Any, policy: Any, w: _Watch, out: TextIO) -> PlayResult:
     )
     with Sandbox(limits=limits) as runner:
         env = await runner.aopen(w.code, filename=f"<{w.name}>", max_turns=w.max_turns)
+        options, level = _run_level(cfg.play, w.options, env.meta.difficulty_levels)
+        out.write(f"Level: {level}\n")
         narrated = cast(EnvInstance, _NarratedEnv(env, out))
         try:
             traj = await play_episode(
-                _NarratedPolicy(policy, out), narrated, Episode(w.name, w.seed, None, w.options or None), cfg.play,
+                _NarratedPolicy(policy, out), narrated, Episode(w.name, w.seed, None, options), cfg.play,
                 is_tool_env=env.meta.is_tool_env,
             )  # fmt: skip
         finally:
@@ -316,6 +319,20 @@ async def _watch(cfg: Any, policy: Any, w: _Watch, out: TextIO) -> PlayResult:
         len(traj.transitions), sum(t.reward for t in traj.transitions), last.reward if last else 0.0,
         last.terminated if last else False, last.truncated if last else False, quit=False,
     )  # fmt: skip
+
+
+def _run_level(play: Any, given: dict[str, Any] | None, levels: int) -> tuple[dict[str, Any] | None, str]:
+    """The reset options of a watched episode and how its level was chosen (for the transcript)."""
+    from spade.rollout import reset_options  # noqa: PLC0415
+
+    if given and "difficulty" in given:
+        return given, f"{given['difficulty']} (--difficulty)"
+    options = reset_options(play, None)
+    if options is None:
+        return given or None, "the environment's default (the run sets no play.difficulty)"
+    if levels <= options["difficulty"]:  # as training: a level the environment lacks is not asked for
+        return given or None, f"the environment's default (it has no level {options['difficulty']})"
+    return {**(given or {}), **options}, f"{options['difficulty']} (the run's play.difficulty)"
 
 
 class _NarratedPolicy:
