@@ -222,6 +222,8 @@ def _cmd_play(argv: Sequence[str]) -> int:
     options: dict[str, Any] = {} if args.difficulty is None else {"difficulty": args.difficulty}
     if solver == "model":
         return _watch(args, options)
+    if solver == "human" and sys.stdin.isatty():
+        import readline  # noqa: F401, PLC0415 - importing it gives input() line editing (arrow keys) and history
     try:
         with open_playable(args.env, max_turns=args.max_turns) as env:
             result = play(env, solver, seed=args.seed, options=options, out=sys.stdout)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,8 @@ from spade import procedural
 from spade.env import StepResult, TextEnv, ToolEnv, answer_action, tool_call_action
 
 Solver = Literal["scripted", "human", "model"]
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+"""Control characters other than tab and newline: ESC starts the sequence an arrow key sends."""
 
 HELP = """Commands:
   <text>                  your action, sent to the environment as typed (e.g. 3, pour A B, \\boxed{7})
@@ -130,9 +133,19 @@ def _human(env: Playable, read_line: Callable[[str], str], out: TextIO) -> Calla
 
 
 def _parse_command(env: Playable, line: str, out: TextIO) -> str | None:
-    """The action for one input line, ``/quit``, or None after printing help or an error."""
+    """The action for one input line, ``/quit``, or None after printing help or an error.
+
+    A line holding control characters (the escape sequences that arrow keys type where the terminal has no
+    line editing) is refused rather than sent: it would cost a turn as a garbled move.
+    """
     if not line:
         out.write("Empty input: type an action, or /help.\n")
+        return None
+    if _CONTROL.search(line):
+        out.write(
+            "That input holds terminal control codes (an arrow key?) and was not sent: type the action as "
+            "text, e.g. left or \\boxed{left}.\n"
+        )
         return None
     if not line.startswith("/"):
         return line
@@ -143,6 +156,11 @@ def _parse_command(env: Playable, line: str, out: TextIO) -> str | None:
     if command == "/answer" and rest:
         return answer_action(rest)
     if command == "/call" and rest:
+        if not env.tools():
+            out.write(
+                "This game has no tools: /call is for tool-use environments; type your action instead.\n"
+            )
+            return None
         return _tool_call(rest, out)
     if command == "/help":
         out.write(HELP + "\n")
