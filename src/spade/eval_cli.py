@@ -164,7 +164,7 @@ def _progress(terminal: bool) -> Iterator[ProgressFactory]:
 
     def factory(name: str, work: Workload | None) -> Progress:
         task = bar.add_task(name, total=work.total if work else None)
-        log = _log(name, work, bar.console.print, False)
+        log = _log(name, work, lambda line: bar.console.print(line, markup=False, highlight=False), False)
 
         def update(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
