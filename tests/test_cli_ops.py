@@ -183,7 +183,7 @@ def test_readme_tour_commands_run_in_the_order_shown(tmp_path: Path) -> None:
     tour = readme_tour()
     assert [w[0] for w in tour].count(".venv/bin/spade") == len(tour) - 1
     assert tour[-1][0] == ".venv/bin/tensorboard"  # a server that runs until stopped: not run here
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
     for k, words in enumerate(tour[:-1]):
         argv = tour_argv(words, k)
         out = subprocess.run(argv, cwd=tmp_path, input="/quit\n", capture_output=True, text=True, timeout=600,

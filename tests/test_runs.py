@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -86,7 +87,10 @@ def test_cli_runs_table_and_json(runs: Path, capsys: pytest.CaptureFixture[str])
     assert "no runs under" in capsys.readouterr().err
 
 
-def test_model_solver_plays_with_the_runs_policy(runs: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_model_solver_plays_with_the_runs_policy(
+    runs: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the engine's log would go
     code = main(["play", "countdown", "--solver", "model", "--run", str(runs / "done"), "--seed", "1"])
     out = capfd.readouterr().out  # the transcript goes to the real stdout (file descriptor 1)
     assert code == 0
@@ -95,6 +99,7 @@ def test_model_solver_plays_with_the_runs_policy(runs: Path, capfd: pytest.Captu
     assert "model> " in out
     assert "action: " in out
     assert "Episode " in out
+    assert list(tmp_path.iterdir()) == []  # the scripted backend wrote nothing: no empty log is left
     assert main(["play", "countdown", "--solver", "model"]) == 2
     assert "--run" in capfd.readouterr().err
     assert main(["play", "countdown", "--solver", "scripted", "--run", str(runs / "done")]) == 2

@@ -249,10 +249,14 @@ def _watch(args: PlayArgs, options: dict[str, Any]) -> int:
     else:
         fd, name = tempfile.mkstemp(prefix="spade-play-", suffix=".log")
         os.close(fd)
-        with _output_to(Path(name)) as out:
+        log = Path(name)
+        with _output_to(log) as out:
             out.write(f"Engine output goes to {name} (--verbose shows it here)\n")
             code, problem = _watch_on(args, options, out)
-        problem += f" (engine output: {name})" if problem else ""
+        if log.stat().st_size == 0:  # the engine said nothing: no file to keep
+            log.unlink()
+        elif problem:
+            problem += f" (engine output: {name})"
     if problem:
         print(f"spade play: {problem}", file=sys.stderr)
     return code
