@@ -170,7 +170,7 @@ def test_model_solver_plays_at_the_runs_level_and_keeps_the_engine_out_of_the_tr
 
 @pytest.mark.slow
 def test_model_solver_with_a_real_model_and_trained_weights(
-    tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], one_torch_thread: None
+    tiny_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], one_torch_thread: None
 ) -> None:
     """The real path: the run's hf model, LoRA weights written by the torch trainer, a sandboxed episode."""
     from spade.backends.trainer import TorchTrainer  # noqa: PLC0415
@@ -186,8 +186,10 @@ def test_model_solver_with_a_real_model_and_trained_weights(
     run.root.mkdir(parents=True)
     run.config_path.write_text(to_json(cfg))
     TorchTrainer.from_config(cfg).export_weights(run.root / "policy")
-    code = main(["play", "countdown", "--solver", "model", "--run", str(run.root), "--seed", "2"])
-    out = capsys.readouterr().out
+    code = main(
+        ["play", "countdown", "--solver", "model", "--run", str(run.root), "--seed", "2", "--verbose"]
+    )
+    out = capfd.readouterr().out  # the transcript goes to the real stdout (file descriptor 1)
     assert code == 0
     assert "Policy: hf" in out
     assert "with the trained weights" in out
