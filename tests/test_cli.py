@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,57 @@ def test_human_session_with_invalid_input_then_winning_moves() -> None:
     assert "Unknown or incomplete command '/call'" in out.stdout
     assert "This environment has no tools." in out.stdout
     assert "Result: won" in out.stdout
+
+
+def test_arrow_keys_and_tool_calls_in_a_game_are_refused_without_costing_a_turn() -> None:
+    script = (
+        "\x1b[D\n\x1b[A\x1b[A\n/call move {}\n/quit\n"  # left, up up: what arrow keys type without readline
+    )
+    out = spade("play", "sokoban", "--seed", "1", "--max-turns", "3", stdin=script)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("holds terminal control codes (an arrow key?) and was not sent") == 2
+    assert "This game has no tools: /call is for tool-use environments" in out.stdout
+    assert "--- turn 1 ---" not in out.stdout  # nothing was sent as a move
+    assert "Stopped." in out.stdout
+
+
+def _in_a_terminal(args: list[str], keys: bytes) -> str:
+    """Run ``spade ARGS`` on a pseudo-terminal, type ``keys`` at its first prompt, return all it printed."""
+    import pty  # noqa: PLC0415 - POSIX only
+    import select  # noqa: PLC0415
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spade.cli", *args], stdin=slave, stdout=slave, stderr=slave
+    )
+    os.close(slave)
+    out, typed = b"", False
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 120)
+            chunk = os.read(master, 4096) if ready else b""  # nothing for 2 minutes: give up
+            if not chunk:
+                break
+            out += chunk
+            if not typed and out.rstrip().endswith(b">"):
+                os.write(master, keys)
+                typed = True
+    except OSError:  # the session ended: Linux reports the closed terminal as EIO
+        pass
+    finally:
+        os.close(master)
+        proc.kill()
+        proc.wait()
+    return out.decode(errors="replace")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+def test_a_terminal_session_edits_lines_so_arrow_keys_move_the_cursor() -> None:
+    # ← then /quit: with line editing the arrow moves the cursor and the line is /quit; without it the line
+    # starts with an escape sequence, is refused, and the second /quit ends the session
+    out = _in_a_terminal(["play", "sokoban", "--seed", "1"], b"\x1b[D/quit\r/quit\r")
+    assert "Stopped." in out
+    assert "control codes" not in out
 
 
 def test_human_session_ends_cleanly_on_end_of_input_and_quit() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,23 @@ def test_readme_stands_on_its_own() -> None:
         assert "../shared" not in doc.read_text(), doc
 
 
+def test_check_help_lists_every_finding_code_with_its_docstring() -> None:
+    from spade.checker.findings import DEFAULT_SEVERITY, FindingCode, code_docs  # noqa: PLC0415
+
+    docs = code_docs()
+    assert all(docs.values()), [c for c, d in docs.items() if not d]
+    assert docs[FindingCode.TIMEOUT].startswith("A call used up its CPU-time limit")
+    out = spade_cli("check", "--help")
+    assert out.returncode == 0, out.stderr
+    rows = {ln.split()[0]: ln for ln in out.stdout.splitlines() if ln.startswith("  ") and ln.split()}
+    for code in FindingCode:
+        assert code.value in rows, f"{code.value} missing from `spade check --help`"
+        assert DEFAULT_SEVERITY[code] in rows[code.value]
+        assert docs[code].replace("``", "`")[:40] in rows[code.value]
+    named = set(re.findall(r"`([A-Z][A-Z_]+)`", (ROOT / "docs" / "metrics.md").read_text()))
+    assert named <= {c.value for c in FindingCode}, "docs/metrics.md names codes that do not exist"
+
+
 def test_metrics_glossary_covers_every_logged_metric(tmp_path: Path) -> None:
     from spade.config import (  # noqa: PLC0415
         CheckerConfig,
@@ -127,3 +145,54 @@ def test_metrics_glossary_covers_every_logged_metric(tmp_path: Path) -> None:
         {key for row in rows for key in row if key not in documented and not key.startswith(tuple(families))}
     )
     assert not missing, f"add these to docs/metrics.md: {missing}"
+
+
+# -- the README's quick tour, run as written ------------------------------------------------------------------
+
+SHORT_STEPS = 3
+"""The tour's runs train at most this many steps here (the scripted backend plays the model)."""
+
+
+def readme_tour() -> list[list[str]]:
+    """The commands of README's "Quick tour" block, in order, as argument lists (comments dropped)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick tour", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+
+
+def tour_argv(words: list[str], k: int) -> list[str]:
+    """One tour command as this test runs it: the scripted backend where a model would be used, short runs,
+    repository paths made absolute (the test runs in a temporary folder, so ``runs/`` lands there)."""
+    args = [str(ROOT / w) if "/" in w and (ROOT / w).exists() else w for w in words[1:]]
+    command = args[0]
+    if command == "train" and "--help" not in args:
+        steps = int(args[args.index("--steps") + 1]) if "--steps" in args else SHORT_STEPS
+        args = [a for i, a in enumerate(args) if a != "--steps" and (i == 0 or args[i - 1] != "--steps")]
+        args += ["--steps", str(min(steps, SHORT_STEPS))]
+        if "--resume" not in args:
+            args += ["--model.backend", "scripted"]
+    if command == "eval":
+        if "--run" not in args and "--solver" not in args:
+            args += ["--model.backend", "scripted"]
+        args += ["--limit", "1", "--out", f"eval-results/{k}"]
+    return [sys.executable, "-m", "spade.cli", *args]
+
+
+def test_readme_tour_commands_run_in_the_order_shown(tmp_path: Path) -> None:
+    tour = readme_tour()
+    assert [w[0] for w in tour].count(".venv/bin/spade") == len(tour) - 1
+    assert tour[-1][0] == ".venv/bin/tensorboard"  # a server that runs until stopped: not run here
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path)}
+    for k, words in enumerate(tour[:-1]):
+        argv = tour_argv(words, k)
+        out = subprocess.run(argv, cwd=tmp_path, input="/quit\n", capture_output=True, text=True, timeout=600,
+                             check=False, env=env)  # fmt: skip
+        assert out.returncode == 0, (
+            f"{shlex.join(words)} (run as {shlex.join(argv[3:])}):\n{out.stderr[-3000:]}"
+        )
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir() if not p.name.startswith(".")) == [
+        "cpu-tiny",
+        "cpu-tiny-fixed_pool",
+        "cpu-tiny-procedural",
+    ]

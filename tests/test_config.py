@@ -191,6 +191,14 @@ def test_command_line_overrides_a_preset() -> None:
     assert cfg.designer.envs_per_regen == PAPER.designer.envs_per_regen
 
 
+def test_baseline_modes_get_a_run_name_of_their_own_unless_named() -> None:
+    assert parse_config(["--preset", "cpu-tiny"])[0].run_dir == Path("runs/cpu-tiny")  # make train's run
+    assert parse_config(["--mode", "fixed_pool"])[0].name == "cpu-tiny-fixed_pool"
+    assert parse_config(["--preset", "paper", "--mode", "procedural"])[0].name == "paper-procedural"
+    assert parse_config(["--mode", "fixed_pool", "--name", "fixed"])[0].name == "fixed"
+    assert parse_config(["--mode=fixed_pool", "--name=cpu-tiny"])[0].name == "cpu-tiny"
+
+
 def test_command_line_validation_errors_exit_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["--rollout.plays-per-env", "1"]) == 2
     assert "plays_per_env must be >= 2" in capsys.readouterr().err

@@ -19,7 +19,8 @@ from spade.config import (
     ScriptedConfig,
     TrainConfig,
 )
-from spade.evals.base import EvalOptions, ItemResult
+from spade.eval_cli import suite_selections
+from spade.evals.base import EvalError, EvalOptions, ItemResult
 from spade.evals.policies import PolicySource
 from spade.evals.registry import SUITES
 from spade.evals.runner import evaluate
@@ -80,10 +81,28 @@ def test_readable_table_says_when_a_suite_measures_nothing(tmp_path: Path) -> No
     assert "score" in out.stdout
 
 
+def test_envs_takes_the_files_folders_and_names_that_follow_it(tmp_path: Path) -> None:
+    assert suite_selections(["envs", "pool", "a.py", "math"], ("x",)) == [
+        ("envs", ("pool", "a.py")),
+        ("math", ("x",)),
+    ]
+    assert suite_selections(["envs:sokoban", "a.py"]) == [("envs", ("sokoban", "a.py"))]
+    assert suite_selections(["envs"], ("sokoban",)) == [("envs", ("sokoban",))]
+    with pytest.raises(EvalError, match="go after the suite envs"):
+        suite_selections(["math", "pool"])
+    out = spade(
+        "eval", "envs", str(DATA), "--solver", "--json", "--out", str(tmp_path / "r")
+    )  # as docs/eval.md
+    assert out.returncode == 0, out.stderr
+    last = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (last["suite"], last["n"], last["score"]) == ("envs", 2, 1.0)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (("eval", "bogus"), "unknown suite 'bogus'"),
+        (("eval", "math", "bogus"), "go after the suite envs: `spade eval envs bogus`"),
         (("eval",), "name at least one suite"),
         (("eval", "reasoning_gym", "--tasks", "leg_countin"), "did you mean leg_counting"),
         (("eval", "reasoning_gym", "--tasks", "arc_1d", "--preset", "easy"), "no easy preset"),

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from scripted_run import tiny_run
+from spade import envs
 from spade.cli import main
 from spade.config import ModelConfig, TrainConfig, to_json
 from spade.rundir import RunDir
@@ -84,22 +87,90 @@ def test_cli_runs_table_and_json(runs: Path, capsys: pytest.CaptureFixture[str])
     assert "no runs under" in capsys.readouterr().err
 
 
-def test_model_solver_plays_with_the_runs_policy(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_model_solver_plays_with_the_runs_policy(
+    runs: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the engine's log would go
     code = main(["play", "countdown", "--solver", "model", "--run", str(runs / "done"), "--seed", "1"])
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out  # the transcript goes to the real stdout (file descriptor 1)
     assert code == 0
     assert "with the trained weights" in out
     assert "--- turn 0 ---" in out
     assert "model> " in out
     assert "action: " in out
     assert "Episode " in out
+    assert list(tmp_path.iterdir()) == []  # the scripted backend wrote nothing: no empty log is left
     assert main(["play", "countdown", "--solver", "model"]) == 2
-    assert "--run" in capsys.readouterr().err
+    assert "--run" in capfd.readouterr().err
+    assert main(["play", "countdown", "--solver", "scripted", "--run", str(runs / "done")]) == 2
+    assert (
+        capfd.readouterr().err
+        == "spade play: --run makes the run's model play; drop --solver scripted (or --run)\n"
+    )
+
+
+NOISY_ENGINE = """
+import logging, os, subprocess, sys
+import spade.backends
+from spade.cli import main
+
+real = spade.backends.make_policy
+
+def make_policy(*args, **kwargs):  # the noise an engine makes while it starts
+    logger = logging.getLogger("fake_engine")
+    logger.addHandler(logging.StreamHandler(sys.stdout))  # as vLLM's logger, configured when imported
+    logger.warning("ENGINE logged")
+    print("ENGINE printed")
+    os.write(1, b"ENGINE fd 1\\n")  # native code
+    os.write(2, b"ENGINE fd 2\\n")
+    subprocess.run([sys.executable, "-c", "print('ENGINE worker')"], check=True)  # a worker process
+    return real(*args, **kwargs)
+
+spade.backends.make_policy = make_policy
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_model_solver_plays_at_the_runs_level_and_keeps_the_engine_out_of_the_transcript(
+    runs: Path, tmp_path: Path
+) -> None:
+    run = _copy(runs, tmp_path, "level0")
+    cfg = RunDir(run).load_config()
+    RunDir(run).save_config(dataclasses.replace(cfg, play=dataclasses.replace(cfg.play, difficulty=0)))
+    play = [
+        sys.executable,
+        "-c",
+        NOISY_ENGINE,
+        "play",
+        "sokoban",
+        "--run",
+        str(run),
+        "--seed",
+        "1",
+    ]  # implies model
+    quiet = subprocess.run(play, capture_output=True, text=True, timeout=120, check=False)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "Level: 0 (the run's play.difficulty)" in quiet.stdout
+    level0 = envs.make("sokoban").reset(seed=1, options={"difficulty": 0})[0]
+    assert level0.split("Turns left")[0] in quiet.stdout  # not sokoban's default level 1
+    assert "ENGINE" not in quiet.stdout + quiet.stderr
+    first = quiet.stdout.splitlines()[0]
+    log = Path(first.removeprefix("Engine output goes to ").removesuffix(" (--verbose shows it here)"))
+    assert sorted(ln for ln in log.read_text().splitlines() if ln.startswith("ENGINE")) == [
+        "ENGINE fd 1", "ENGINE fd 2", "ENGINE logged", "ENGINE printed", "ENGINE worker",
+    ]  # fmt: skip
+    log.unlink()
+    loud = subprocess.run([*play, "--difficulty", "2", "--verbose"], capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
+    assert loud.returncode == 0, loud.stderr
+    assert "Level: 2 (--difficulty)" in loud.stdout
+    assert "ENGINE printed" in loud.stdout
+    assert "ENGINE fd 2" in loud.stderr
 
 
 @pytest.mark.slow
 def test_model_solver_with_a_real_model_and_trained_weights(
-    tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], one_torch_thread: None
+    tiny_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], one_torch_thread: None
 ) -> None:
     """The real path: the run's hf model, LoRA weights written by the torch trainer, a sandboxed episode."""
     from spade.backends.trainer import TorchTrainer  # noqa: PLC0415
@@ -115,8 +186,10 @@ def test_model_solver_with_a_real_model_and_trained_weights(
     run.root.mkdir(parents=True)
     run.config_path.write_text(to_json(cfg))
     TorchTrainer.from_config(cfg).export_weights(run.root / "policy")
-    code = main(["play", "countdown", "--solver", "model", "--run", str(run.root), "--seed", "2"])
-    out = capsys.readouterr().out
+    code = main(
+        ["play", "countdown", "--solver", "model", "--run", str(run.root), "--seed", "2", "--verbose"]
+    )
+    out = capfd.readouterr().out  # the transcript goes to the real stdout (file descriptor 1)
     assert code == 0
     assert "Policy: hf" in out
     assert "with the trained weights" in out

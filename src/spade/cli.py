@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import tyro
 
@@ -54,13 +58,16 @@ class PlayArgs:
     """Registry name, rg:<Reasoning-Gym task>, or path to an environment file."""
     seed: int | None = None
     """Episode seed (random when omitted)."""
-    solver: Solver = "human"
-    """'human': you type actions; 'scripted': the environment's solution() plays and the transcript prints;
-    'model': the trained policy of --run plays (in the sandbox) and every turn prints."""
+    solver: Solver | None = None
+    """'human' (the default without --run): you type actions; 'scripted': the environment's solution() plays
+    and the transcript prints; 'model' (the default with --run): the trained policy of --run plays (in the
+    sandbox) and every turn prints."""
     run: str = ""
-    """Run directory whose model and trained policy/ weights the 'model' solver uses."""
+    """Run directory whose model and trained policy/ weights play (implies --solver model)."""
     difficulty: int | None = None
-    """Difficulty level (seed environments accept 0..n-1)."""
+    """Difficulty level (seed environments accept 0..n-1); with --run, default: the run's play.difficulty."""
+    verbose: bool = False
+    """With --run: show the engine's own output (its logs) here instead of writing it to a log file."""
     max_turns: int | None = None
     """Override the environment's turn budget."""
 
@@ -168,7 +175,11 @@ def _cmd_export(argv: Sequence[str]) -> int:
 
 
 def _cmd_check(argv: Sequence[str]) -> int:
-    args = tyro.cli(CheckArgs, args=argv, prog="spade check")
+    from spade.checker.findings import codes_help  # noqa: PLC0415 - light: no sandbox, no model
+
+    codes = f"Finding codes (severity unless a check says otherwise):\n{codes_help()}"
+    description = f"{inspect.cleandoc(CheckArgs.__doc__ or '')}\n\n{codes}"
+    args = tyro.cli(CheckArgs, args=argv, prog="spade check", description=description)
     if not args.files:
         print("spade check: give at least one FILE (see `spade check --help`)", file=sys.stderr)
         return 2
@@ -202,12 +213,21 @@ def _cmd_play(argv: Sequence[str]) -> int:
     from spade.play import open_playable, play  # noqa: PLC0415
     from spade.sandbox import SandboxError  # noqa: PLC0415
 
+    solver = args.solver or ("model" if args.run else "human")
+    if args.run and solver != "model":
+        print(
+            f"spade play: --run makes the run's model play; drop --solver {solver} (or --run)",
+            file=sys.stderr,
+        )
+        return 2
     options: dict[str, Any] = {} if args.difficulty is None else {"difficulty": args.difficulty}
-    if args.solver == "model":
+    if solver == "model":
         return _watch(args, options)
+    if solver == "human" and sys.stdin.isatty():
+        import readline  # noqa: F401, PLC0415 - importing it gives input() line editing (arrow keys) and history
     try:
         with open_playable(args.env, max_turns=args.max_turns) as env:
-            result = play(env, args.solver, seed=args.seed, options=options, out=sys.stdout)
+            result = play(env, solver, seed=args.seed, options=options, out=sys.stdout)
     except (KeyError, FileNotFoundError, ValueError) as exc:
         print(f"spade play: {exc}", file=sys.stderr)
         return 2
@@ -222,22 +242,67 @@ def _cmd_play(argv: Sequence[str]) -> int:
 
 
 def _watch(args: PlayArgs, options: dict[str, Any]) -> int:
-    from spade.play import watch_model  # noqa: PLC0415
-    from spade.sandbox import SandboxError  # noqa: PLC0415
-
     if not args.run:
         print("spade play: --solver model needs --run RUN_DIR (the run whose policy plays)", file=sys.stderr)
         return 2
+    if args.verbose:
+        code, problem = _watch_on(args, options, sys.stdout)
+    else:
+        fd, name = tempfile.mkstemp(prefix="spade-play-", suffix=".log")
+        os.close(fd)
+        log = Path(name)
+        with _output_to(log) as out:
+            out.write(f"Engine output goes to {name} (--verbose shows it here)\n")
+            code, problem = _watch_on(args, options, out)
+        if log.stat().st_size == 0:  # the engine said nothing: no file to keep
+            log.unlink()
+        elif problem:
+            problem += f" (engine output: {name})"
+    if problem:
+        print(f"spade play: {problem}", file=sys.stderr)
+    return code
+
+
+def _watch_on(args: PlayArgs, options: dict[str, Any], out: TextIO) -> tuple[int, str]:
+    """The run's policy plays, its transcript to ``out``; the exit status and what went wrong (if anything)."""
+    from spade.play import watch_model  # noqa: PLC0415
+    from spade.sandbox import SandboxError  # noqa: PLC0415
+
     try:
         watch_model(args.env, Path(args.run), seed=args.seed, options=options, max_turns=args.max_turns,
-                    out=sys.stdout)  # fmt: skip
+                    out=out)  # fmt: skip
     except SandboxError as exc:
-        print(f"spade play: the environment failed ({exc.kind}): {exc}", file=sys.stderr)
-        return 1
+        return 1, f"the environment failed ({exc.kind}): {exc}"
     except (SpadeError, FileNotFoundError, ValueError) as exc:
-        print(f"spade play: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return 2, str(exc)
+    return 0, ""
+
+
+@contextlib.contextmanager
+def _output_to(log: Path) -> Iterator[TextIO]:
+    """Send what this process and the processes it starts write to stdout and stderr to ``log``, and yield
+    a stream on the real stdout for the transcript.
+
+    Redirecting the file descriptors, not Python's logging, is what silences a model engine: vLLM logs to
+    stdout from this process and from the worker processes it starts, and native code prints directly.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with log.open("ab") as f:
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+    transcript = os.fdopen(os.dup(saved[0]), "w", buffering=1)
+    try:
+        yield transcript
+    finally:
+        transcript.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 def _cmd_train(argv: Sequence[str]) -> int:

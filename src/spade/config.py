@@ -579,7 +579,8 @@ class TrainConfig:
     """A SPADE training run."""
 
     name: str = "spade"
-    """Run name: the run directory is <runs-dir>/<name>."""
+    """Run name: the run directory is <runs-dir>/<name> (`spade train` without --name: the preset's name,
+    plus -<mode> for fixed_pool and procedural, e.g. cpu-tiny-fixed_pool)."""
     runs_dir: Path = Path("runs")
     """Parent folder of run directories."""
     steps: int = 400

@@ -23,13 +23,12 @@ from rich import progress as rp
 from rich.console import Console
 
 from spade.config import ModelConfig
-from spade.evals.base import EvalError, EvalOptions, Progress
+from spade.evals.base import EvalError, EvalOptions, Progress, Workload
 from spade.evals.registry import SUITES
 
 if TYPE_CHECKING:
     from spade.evals.compare import Comparison
-
-ProgressFactory = Callable[[str], Progress]
+    from spade.evals.runner import ProgressFactory
 
 DEFAULTS = EvalOptions()
 
@@ -39,13 +38,14 @@ class EvalArgs:
     """Evaluate a policy on held-out suites (see docs/eval.md).
 
     SUITES are suite names (envs, reasoning_gym, math, bfcl, code), each optionally with its own task list:
-    `reasoning_gym:basic_arithmetic,leg_counting`. The policy is the model below (default: the embedded
+    `reasoning_gym:basic_arithmetic,leg_counting`; files, folders and environment names after `envs` are its
+    environments (`spade eval envs path/to/pool`). The policy is the model below (default: the embedded
     SmolLM2-135M on the hf backend), a run's trained policy (--run), or the environments' scripted
     solutions (--solver, envs only). Evaluation seeds are >= 2**31; training seeds are below.
     """
 
     suites: Annotated[tuple[str, ...], tyro.conf.Positional] = ()
-    """Suites to run (with optional `:task1,task2`)."""
+    """Suites to run (with optional `:task1,task2`); after envs, environment files, folders or names."""
     tasks: str = ""
     """Comma-separated tasks for suites named without their own list (RG tasks, env names, files, folders)."""
     preset: str = "default"
@@ -56,7 +56,8 @@ class EvalArgs:
     episodes: int = DEFAULTS.episodes
     """Scored episodes per item."""
     limit: int | None = DEFAULTS.limit
-    """Items per task (procedural suites: default 8) or in all (envs, fixed datasets)."""
+    """Items per task for reasoning_gym and math (default 8; math has 32 tasks, so --limit 2 scores 64 items),
+    per category for bfcl (default 20), in all for envs and code (default: all). The count is printed first."""
     fewshot: int = DEFAULTS.fewshot
     """Worked examples from the same generator before each item (seeds disjoint from scored items)."""
     temperature: float = DEFAULTS.temperature
@@ -145,25 +146,40 @@ def _check(args: EvalArgs) -> None:
 
 
 @contextmanager
-def _progress_bars(enabled: bool) -> Iterator[ProgressFactory]:
-    """A per-suite progress bar on stderr (a factory of no-op callbacks when disabled)."""
-    if not enabled:
-        yield lambda name: lambda done, total: None
+def _progress(terminal: bool) -> Iterator[ProgressFactory]:
+    """Per-suite progress on stderr: the count up front and a measured estimate after the first episode,
+    then a bar on a terminal, or plain lines (every 10% of the episodes or 30 s) for a log."""
+    if not terminal:
+        yield lambda name, work: _log(name, work, lambda line: print(line, file=sys.stderr, flush=True), True)
         return
     bar = rp.Progress(
         rp.TextColumn("{task.description}"),
         rp.BarColumn(),
         rp.MofNCompleteColumn(),
+        rp.TextColumn("episodes"),
+        rp.TimeElapsedColumn(),
         rp.TimeRemainingColumn(),
         console=Console(stderr=True),
     )
 
-    def factory(name: str) -> Progress:
-        task = bar.add_task(name, total=None)
-        return lambda done, total: bar.update(task, completed=done, total=total)
+    def factory(name: str, work: Workload | None) -> Progress:
+        task = bar.add_task(name, total=work.total if work else None)
+        log = _log(name, work, lambda line: bar.console.print(line, markup=False, highlight=False), False)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+            log(done, total)
+
+        return update
 
     with bar:
         yield factory
+
+
+def _log(name: str, work: Workload | None, write: Callable[[str], None], periodic: bool) -> Progress:
+    from spade.evals.progress import ProgressLog  # noqa: PLC0415
+
+    return ProgressLog(name, work, write, periodic=periodic) if work else (lambda done, total: None)
 
 
 def _source(args: EvalArgs) -> Any:
@@ -180,7 +196,7 @@ def run_eval(argv: Sequence[str]) -> int:
     """``spade eval``: returns the exit status (0, or 2 on bad input)."""
     args = tyro.cli(EvalArgs, args=list(argv), prog="spade eval")
     from spade.evals import report  # noqa: PLC0415 - subcommands import what they need
-    from spade.evals.runner import SuiteRequest, evaluate, parse_suite  # noqa: PLC0415
+    from spade.evals.runner import SuiteRequest, evaluate  # noqa: PLC0415
 
     try:
         if args.list_tasks:
@@ -190,10 +206,10 @@ def run_eval(argv: Sequence[str]) -> int:
         _check(args)
         opts = options(args)
         requests = [
-            SuiteRequest(*_suite_options(parse_suite(s, opts.tasks), opts, args)) for s in args.suites
+            SuiteRequest(*_suite_options(s, opts, args)) for s in suite_selections(args.suites, opts.tasks)
         ]
         out = args.out or Path("eval-results") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        with _progress_bars(sys.stderr.isatty() or not args.json) as bars:
+        with _progress(sys.stderr.isatty()) as bars:
             if len(args.run) > 1:
                 folders = _eval_runs(args, requests, out, bars)
                 print(f"results: {', '.join(map(str, folders))}", file=sys.stderr)
@@ -258,6 +274,37 @@ def _print_comparisons(comparisons: Sequence[Comparison], *, as_json: bool) -> i
     else:
         report.print_table(report.compare_table(comparisons))
     return 0
+
+
+def suite_selections(words: Sequence[str], tasks: Sequence[str] = ()) -> list[tuple[str, tuple[str, ...]]]:
+    """The positional words of ``spade eval`` as ``(suite, tasks)`` pairs.
+
+    A word is a suite (``name`` or ``name:task1,task2``; ``tasks`` applies to a suite named without a list),
+    or, after ``envs``, one of its environments: a file, a folder or a registry name (``spade eval envs
+    path/to/pool a.py``), which replaces ``tasks`` or extends the suite's own list.
+
+    Raises:
+        EvalError: a word that is neither a suite nor after ``envs``.
+    """
+    from spade.evals.runner import parse_suite  # noqa: PLC0415
+
+    groups: list[tuple[str, list[str]]] = []
+    for word in words:
+        if word.partition(":")[0] in SUITES:
+            groups.append((word, []))
+        elif groups and groups[-1][0].partition(":")[0] == "envs":
+            groups[-1][1].append(word)
+        else:
+            raise EvalError(
+                f"unknown suite {word!r}; choose from: {', '.join(SUITES)} (environment files, folders and "
+                f"names go after the suite envs: `spade eval envs {word}`)"
+            )
+    out = []
+    for spec, extra in groups:
+        name, chosen = parse_suite(spec, tasks)
+        listed = chosen if ":" in spec else ()
+        out.append((name, (*listed, *extra) if extra else chosen))
+    return out
 
 
 def _suite_options(

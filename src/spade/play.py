@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,8 @@ from spade import procedural
 from spade.env import StepResult, TextEnv, ToolEnv, answer_action, tool_call_action
 
 Solver = Literal["scripted", "human", "model"]
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+"""Control characters other than tab and newline: ESC starts the sequence an arrow key sends."""
 
 HELP = """Commands:
   <text>                  your action, sent to the environment as typed (e.g. 3, pour A B, \\boxed{7})
@@ -130,9 +133,19 @@ def _human(env: Playable, read_line: Callable[[str], str], out: TextIO) -> Calla
 
 
 def _parse_command(env: Playable, line: str, out: TextIO) -> str | None:
-    """The action for one input line, ``/quit``, or None after printing help or an error."""
+    """The action for one input line, ``/quit``, or None after printing help or an error.
+
+    A line holding control characters (the escape sequences that arrow keys type where the terminal has no
+    line editing) is refused rather than sent: it would cost a turn as a garbled move.
+    """
     if not line:
         out.write("Empty input: type an action, or /help.\n")
+        return None
+    if _CONTROL.search(line):
+        out.write(
+            "That input holds terminal control codes (an arrow key?) and was not sent: type the action as "
+            "text, e.g. left or \\boxed{left}.\n"
+        )
         return None
     if not line.startswith("/"):
         return line
@@ -143,6 +156,11 @@ def _parse_command(env: Playable, line: str, out: TextIO) -> str | None:
     if command == "/answer" and rest:
         return answer_action(rest)
     if command == "/call" and rest:
+        if not env.tools():
+            out.write(
+                "This game has no tools: /call is for tool-use environments; type your action instead.\n"
+            )
+            return None
         return _tool_call(rest, out)
     if command == "/help":
         out.write(HELP + "\n")
@@ -230,7 +248,8 @@ def watch_model(
 
     Every observation, reply, parsed action and reward is printed to ``out`` as it happens. The environment
     runs in the sandbox (registry environments too), with the run's play settings (action parsing, turn
-    and token budgets).
+    and token budgets, and its level: ``play.difficulty`` unless ``options`` names a difficulty; a level
+    the environment does not have is left out, as in training).
     """
     import asyncio  # noqa: PLC0415
     import random  # noqa: PLC0415
@@ -298,10 +317,12 @@ async def _watch(cfg: Any, policy: Any, w: _Watch, out: TextIO) -> PlayResult:
     )
     with Sandbox(limits=limits) as runner:
         env = await runner.aopen(w.code, filename=f"<{w.name}>", max_turns=w.max_turns)
+        options, level = _run_level(cfg.play, w.options, env.meta.difficulty_levels)
+        out.write(f"Level: {level}\n")
         narrated = cast(EnvInstance, _NarratedEnv(env, out))
         try:
             traj = await play_episode(
-                _NarratedPolicy(policy, out), narrated, Episode(w.name, w.seed, None, w.options or None), cfg.play,
+                _NarratedPolicy(policy, out), narrated, Episode(w.name, w.seed, None, options), cfg.play,
                 is_tool_env=env.meta.is_tool_env,
             )  # fmt: skip
         finally:
@@ -316,6 +337,20 @@ async def _watch(cfg: Any, policy: Any, w: _Watch, out: TextIO) -> PlayResult:
         len(traj.transitions), sum(t.reward for t in traj.transitions), last.reward if last else 0.0,
         last.terminated if last else False, last.truncated if last else False, quit=False,
     )  # fmt: skip
+
+
+def _run_level(play: Any, given: dict[str, Any] | None, levels: int) -> tuple[dict[str, Any] | None, str]:
+    """The reset options of a watched episode and how its level was chosen (for the transcript)."""
+    from spade.rollout import reset_options  # noqa: PLC0415
+
+    if given and "difficulty" in given:
+        return given, f"{given['difficulty']} (--difficulty)"
+    options = reset_options(play, None)
+    if options is None:
+        return given or None, "the environment's default (the run sets no play.difficulty)"
+    if levels <= options["difficulty"]:  # as training: a level the environment lacks is not asked for
+        return given or None, f"the environment's default (it has no level {options['difficulty']})"
+    return {**(given or {}), **options}, f"{options['difficulty']} (the run's play.difficulty)"
 
 
 class _NarratedPolicy:

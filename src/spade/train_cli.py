@@ -11,6 +11,7 @@ exact command that continues it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import signal
@@ -74,7 +75,23 @@ def parse_args(argv: Sequence[str]) -> TrainArgs:
         f"{known.preset}); every other option overrides one field. See docs/running.md."
     )
     default = TrainArgs(base, known.preset)
-    return tyro.cli(TrainArgs, default=default, args=list(argv), prog="spade train", description=description)
+    args = tyro.cli(TrainArgs, default=default, args=list(argv), prog="spade train", description=description)
+    if _names_itself(argv):
+        return args
+    return dataclasses.replace(args, config=dataclasses.replace(args.config, name=default_name(args.config)))
+
+
+def default_name(cfg: TrainConfig) -> str:
+    """The run name used when ``--name`` is not given: the preset's, plus ``-<mode>`` for a baseline mode.
+
+    Self-play keeps the bare preset name (``runs/cpu-tiny``, which ``make train`` and the docs use), so the
+    baselines of the same preset get run directories of their own instead of colliding with it.
+    """
+    return cfg.name if cfg.mode == "selfplay" else f"{cfg.name}-{cfg.mode}"
+
+
+def _names_itself(argv: Sequence[str]) -> bool:
+    return any(a == "--name" or a.startswith("--name=") for a in argv)
 
 
 def _resume_args(argv: Sequence[str], run_dir: Path) -> TrainArgs:

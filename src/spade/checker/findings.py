@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import enum
+import inspect
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -119,6 +122,37 @@ class FindingCode(enum.Enum):
     UNCHANGED_GAME = "UNCHANGED_GAME"
     """An edit whose scripted solution plays one instance exactly as its parent's does: it changed nothing the
     agent plays (a comment, a level not played). Found by the training loop, which knows the parent."""
+
+
+def code_docs() -> dict[FindingCode, str]:
+    """Each code's docstring as one line, read from this module's source (so listings cannot drift from it).
+
+    Codes whose docstring cannot be read (no source shipped) map to an empty string.
+    """
+    try:
+        tree = ast.parse(inspect.getsource(FindingCode))
+    except (OSError, TypeError):  # no source (a frozen or bytecode-only install)
+        return dict.fromkeys(FindingCode, "")
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[FindingCode, str] = dict.fromkeys(FindingCode, "")
+    for node, after in itertools.pairwise(body):
+        doc = (
+            after.value.value
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+            else None
+        )
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and isinstance(doc, str):
+            docs[FindingCode[node.targets[0].id]] = " ".join(doc.split())
+    return docs
+
+
+def codes_help() -> str:
+    """Every code with its one-line docstring and default severity, one per line (for ``spade check --help``)."""
+    docs = code_docs()
+    width = max(len(c.value) for c in FindingCode)
+    return "\n".join(
+        f"  {c.value:<{width}}  {DEFAULT_SEVERITY[c]:<7}  {docs[c].replace('``', '`')}" for c in FindingCode
+    )
 
 
 _FATAL: Severity = "fatal"

@@ -71,14 +71,44 @@ class ItemResult:
 
 
 Progress = Callable[[int, int], None]
-"""Called with (episodes done, episodes total) as a suite makes progress."""
+"""Called with (episodes done, episodes total): once before the first episode, after each episode, and (by
+:func:`spade.evals.runner.arun`) again with unchanged counts while nothing finishes, as a heartbeat."""
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What a suite is about to run, known before any model work: the count printed up front."""
+
+    items: int
+    episodes: int
+    """Scored episodes per item."""
+    counted: str
+    """How ``items`` comes about, e.g. ``2 per task × 32 tasks`` (``--limit`` counts per task there)."""
+    in_flight: int
+    """Episodes run at once: ``opts.concurrency``, at most every episode."""
+
+    @classmethod
+    def of(cls, items: int, counted: str, opts: EvalOptions) -> Workload:
+        """The workload of ``items`` items under ``opts`` (episodes per item, concurrency)."""
+        return cls(items, opts.episodes, counted, max(1, min(opts.concurrency, items * opts.episodes)))
+
+    @property
+    def total(self) -> int:
+        """Episodes in all."""
+        return self.items * self.episodes
+
+
+def plural(n: int, word: str) -> str:
+    """``1 task``, ``2 tasks``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 class Suite(Protocol):
     """A held-out benchmark.
 
     A suite may also define ``check(self, opts: EvalOptions) -> None`` raising :class:`EvalError` for a bad
-    selection (unknown task, rejected parameter); the runner calls it before any model is loaded.
+    selection (unknown task, rejected parameter); the runner calls it before any model is loaded. Every suite
+    here defines ``workload(self, opts: EvalOptions) -> Workload``, the count shown before it runs.
     """
 
     name: str

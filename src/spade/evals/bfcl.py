@@ -43,7 +43,7 @@ from typing import Any, Literal
 from spade.actions import strip_reasoning
 from spade.backends.toolcalls import extract_tool_calls
 from spade.evals import bfcl_data, bfcl_decode
-from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress
+from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Workload
 from spade.sandbox import EnvHandle, Limits, Sandbox, SandboxError
 from spade.types import ChatTemplate, Message, Policy, SamplingParams, ToolSchema
 
@@ -283,6 +283,20 @@ class BFCLSuite:
     """BFCL v4 single-turn AST and multi-turn categories (see module docstring)."""
 
     name = SUITE
+
+    def workload(self, opts: EvalOptions) -> Workload:
+        """The selected entries (``--limit`` caps each category)."""
+        params = parse_params(opts.params)
+        items = select(opts, params)
+        categories = len({i.category for i in items})
+        of = f"{categories} categor{'y' if categories == 1 else 'ies'}"
+        if opts.limit is not None:
+            counted = f"up to --limit {opts.limit} per category × {of}"
+        elif not opts.tasks:
+            counted = f"up to {params.default_limit} per category (the default of --limit) × {of}"
+        else:
+            counted = f"all of {of}"
+        return Workload.of(len(items), counted, opts)
 
     async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
         """Score every selected entry ``opts.episodes`` times; failures score 0 and say why in ``detail``."""

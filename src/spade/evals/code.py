@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from spade.backends.template import TurnTemplate
-from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, eval_seed
+from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Workload, eval_seed, plural
 from spade.sandbox import Limits, Sandbox
 from spade.sandbox.programs import run_program
 from spade.types import Message, Policy, SamplingParams
@@ -172,6 +172,12 @@ class HumanEvalSuite:
     """HumanEval pass@k with completions executed in the sandbox (see module docstring)."""
 
     name = SUITE
+
+    def workload(self, opts: EvalOptions) -> Workload:
+        """The selected problems (``--limit`` keeps the first N in all)."""
+        n = len(select(load_problems(), opts))
+        cap = f" (--limit {opts.limit})" if opts.limit is not None else ""
+        return Workload.of(n, f"{plural(n, 'problem')}{cap}", opts)
 
     async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
         """Score every selected problem ``opts.episodes`` times; failures score 0 and say why in ``detail``."""

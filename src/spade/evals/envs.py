@@ -27,7 +27,7 @@ from spade import envs as registry
 from spade.checker.feasibility import solution_actions
 from spade.config import PlayConfig
 from spade.envs import variants
-from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, eval_seed
+from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Workload, eval_seed, plural
 from spade.evals.chat import gather_bounded
 from spade.evals.policies import ScriptedSolver
 from spade.memory import EnvStatus, Memory
@@ -145,6 +145,12 @@ class EnvsSuite:
     def check(self, opts: EvalOptions) -> None:
         """Raise EvalError when the selection names nothing that exists."""
         select_items(opts)
+
+    def workload(self, opts: EvalOptions) -> Workload:
+        """One item per selected environment (``--limit`` caps them in all)."""
+        n = len(select_items(opts))
+        cap = f" (--limit {opts.limit})" if opts.limit is not None else ""
+        return Workload.of(n, f"{plural(n, 'environment')}{cap}", opts)
 
     async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
         """Play ``opts.episodes`` episodes of every selected environment."""

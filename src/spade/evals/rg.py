@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, eval_seed
+from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Workload, eval_seed, plural
 from spade.evals.chat import ChatEpisode, Judge, Verdict, chat_episode, gather_bounded
 from spade.types import Message, Policy, SamplingParams
 
@@ -133,6 +133,14 @@ def task_config(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
+def items_per_task(opts: EvalOptions) -> int:
+    """Items scored per task: ``opts.limit`` or :data:`DEFAULT_ITEMS` (EvalError outside ``[1, 2**20)``)."""
+    n = DEFAULT_ITEMS if opts.limit is None else opts.limit
+    if not 1 <= n < FEWSHOT_SHIFT:
+        raise EvalError(f"limit must be in [1, {FEWSHOT_SHIFT}) for procedural suites (got {n})")
+    return n
+
+
 def make_dataset(task: Task, seed: int, size: int) -> Any:
     """The task's generator with ``config`` (bad fields or values raise EvalError saying which)."""
     try:
@@ -161,6 +169,13 @@ class ReasoningGymSuite:
             check_task(n)
         return [Task(n, self.category(n), task_config(n, opts.params)) for n in names]
 
+    def workload(self, opts: EvalOptions) -> Workload:
+        """``--limit`` (default 8) items of every selected task."""
+        n = items_per_task(opts)
+        tasks = len(opts.tasks) or len(self.default_tasks())
+        per = f"{n} per task (the default of --limit)" if opts.limit is None else f"--limit {n} per task"
+        return Workload.of(n * tasks, f"{per} × {plural(tasks, 'task')}", opts)
+
     def check(self, opts: EvalOptions) -> None:
         """Raise EvalError for unknown tasks or presets and parameters a generator rejects."""
         for task in self.tasks(opts):
@@ -168,9 +183,7 @@ class ReasoningGymSuite:
 
     async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
         """Score every selected item (see the module docstring)."""
-        n = DEFAULT_ITEMS if opts.limit is None else opts.limit
-        if not 1 <= n < FEWSHOT_SHIFT:
-            raise EvalError(f"limit must be in [1, {FEWSHOT_SHIFT}) for procedural suites (got {n})")
+        n = items_per_task(opts)
         params = SamplingParams(temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
         plans = [self._plan(task, n, opts) for task in self.tasks(opts)]
         jobs = [

@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from spade.config import to_dict
-from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Suite
+from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Suite, Workload
 from spade.evals.policies import PolicySource, ScriptedSolver, load_policy, preflight
 from spade.evals.registry import check_suite_name, make_suite
 from spade.evals.results import check_writable, write_results
@@ -26,8 +26,11 @@ from spade.evals.stats import SuiteSummary, summarise
 from spade.evals.timing import TimedPolicy
 from spade.types import Policy
 
-ProgressFactory = Callable[[str], Progress]
-"""Given a suite name, the progress callback for that suite."""
+ProgressFactory = Callable[[str, Workload | None], Progress]
+"""Given a suite's name and workload (None for a suite that cannot say), the progress callback of that suite;
+called just before the suite runs."""
+HEARTBEAT_S = 30.0
+"""While no episode finishes, the progress callback is called again this often with unchanged counts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +94,22 @@ async def arun(
     suites: Sequence[Suite] | None = None,
     progress: ProgressFactory | None = None,
 ) -> list[SuiteReport]:
-    """Run the suites on an already built policy (in-training evaluation calls this)."""
+    """Run the suites on an already built policy (in-training evaluation calls this).
+
+    ``progress``, when given, is called with each suite's name and :func:`workload` just before it runs; the
+    callback it returns hears ``(done, total)`` after every episode and every :data:`HEARTBEAT_S` seconds
+    while none finishes.
+    """
     suites = list(suites) if suites is not None else prepare(requests)
     reports = []
     for request, suite in zip(requests, suites, strict=True):
         timed = TimedPolicy(policy)
         started = time.perf_counter()
-        callback = progress(request.name) if progress is not None else (lambda done, total: None)
+        callback = progress(request.name, workload(suite, request.opts)) if progress is not None else None
         # The solver is a marker the envs suite recognises, so it is passed on unwrapped.
-        items = await suite.run(
-            policy if isinstance(policy, ScriptedSolver) else timed, request.opts, callback
-        )
+        sampler = policy if isinstance(policy, ScriptedSolver) else timed
+        latest = _Latest(callback)
+        items = await _with_heartbeat(suite.run(sampler, request.opts, latest), latest, HEARTBEAT_S)
         elapsed = time.perf_counter() - started
         reports.append(
             SuiteReport(
@@ -109,6 +117,44 @@ async def arun(
             )
         )
     return reports
+
+
+def workload(suite: Suite, opts: EvalOptions) -> Workload | None:
+    """The suite's workload under ``opts`` (None when the suite does not define ``workload``)."""
+    method = getattr(suite, "workload", None)
+    return method(opts) if callable(method) else None
+
+
+class _Latest:
+    """A progress callback that remembers the last counts, so a heartbeat can repeat them."""
+
+    def __init__(self, callback: Progress | None) -> None:
+        self.callback, self.done, self.total = callback, 0, 0
+
+    def __call__(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        if self.callback is not None:
+            self.callback(done, total)
+
+    def beat(self) -> None:
+        """Repeat the last counts (nothing finished since; nothing before the suite's first count)."""
+        if self.callback is not None and self.total > 0:
+            self.callback(self.done, self.total)
+
+
+async def _with_heartbeat(
+    run: Coroutine[Any, Any, list[ItemResult]], latest: _Latest, every_s: float
+) -> list[ItemResult]:
+    """Await a suite's ``run`` (reporting to ``latest``), repeating the last counts every ``every_s`` seconds.
+
+    Models generate in worker threads, so the event loop is free to beat while a long round is in flight.
+    """
+    task = asyncio.ensure_future(run)
+    while True:
+        finished, _ = await asyncio.wait({task}, timeout=every_s)
+        if finished:
+            return task.result()
+        latest.beat()
 
 
 def evaluate(
@@ -129,7 +175,7 @@ def evaluate(
         opts: options for suites given as strings.
         out: results folder (``summary.json`` + ``<suite>.jsonl``); None writes nothing.
         overwrite: replace an existing ``out``.
-        progress: per-suite progress callbacks.
+        progress: per-suite progress callbacks (see :func:`arun`).
 
     Raises:
         EvalError: bad suite, task, parameter, policy or output folder; a policy that cannot generate.
