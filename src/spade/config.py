@@ -901,6 +901,8 @@ CPU_TINY = TrainConfig(
         temperature=0.7,
         hint_max_tokens=48,
         hint_prefix="Hint:",
+        attempts=2,  # a rejected design's slot designed once more: 48 tokens and a check, where a slot that
+        # stays empty is filled by replaying an older design
     ),
     # 8 hinted plays beside the 4 unhinted ones of the creation step: with win rates of 0.1-0.3, 4 + 4 plays
     # all lost (regret exactly 0) about half the time
