@@ -8,17 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from spade.report_charts import tokens_before
+
 Rows = list[dict[str, Any]]
 MARKERS = ("o", "s", "^", "D", "v")
-
-
-def tokens_before(rows: Rows) -> dict[int, float]:
-    """Step -> sampled tokens the run had spent before that step (an evaluation at the top of step ``s``
-    scores the policy those tokens trained; the final evaluation's row is the step after the last)."""
-    spent = {
-        int(r["step"]) + 1: float(r["budget/sampled_tokens"]) for r in rows if "budget/sampled_tokens" in r
-    }
-    return {0: 0.0, **spent}
 
 
 def mode_curve(runs: Sequence[Rows], key: str, x: str = "step") -> tuple[list[float], list[float]]:

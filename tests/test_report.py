@@ -18,7 +18,7 @@ from spade.cli import main
 from spade.config import TranscriptConfig
 from spade.hints import HintReason
 from spade.report import write_report
-from spade.report_charts import all_charts
+from spade.report_charts import all_charts, tokens_before
 from spade.rundir import RunDir
 
 
@@ -111,6 +111,21 @@ def test_eval_scores_and_regret_error_are_drawn_when_logged() -> None:
     assert "validity" not in charts  # nothing designed, nothing drawn
     ids = re.findall(r'id="([^"]+)"', "".join(c.svg for c in charts.values()))
     assert len(ids) == len(set(ids))  # inline SVGs share one page: ids must not collide
+    assert "heldout" not in charts  # no eval/<suite>/score: nothing to draw against tokens
+
+
+def test_held_out_scores_are_drawn_against_sampled_tokens() -> None:
+    rows = [
+        {"step": 0, "agent/plays": 8.0, "budget/sampled_tokens": 500.0, "eval/envs/score": 0.1,
+         "eval/envs/ci95_lo": 0.0, "eval/envs/ci95_hi": 0.2},
+        {"step": 1, "agent/plays": 8.0, "budget/sampled_tokens": 1100.0},
+        {"step": 2, "eval/envs/score": 0.3, "eval/envs/ci95_lo": 0.2, "eval/envs/ci95_hi": 0.4},
+    ]  # fmt: skip
+    assert tokens_before(rows) == {0: 0.0, 1: 500.0, 2: 1100.0}  # the final evaluation follows the last step
+    chart = {c.key: c for c in all_charts(rows)}["heldout"]
+    assert chart.title == "Held-out score against sampled tokens"
+    assert "sampled tokens" in chart.svg
+    assert ">envs<" in chart.svg
 
 
 def test_cli_report_and_a_damaged_transcript_is_named_not_fatal(

@@ -112,6 +112,37 @@ def regret(rows: Rows) -> Chart | None:
     return Chart("regret", "Hint-based regret" + (" ± SE" if se else ""), _svg(fig))
 
 
+def tokens_before(rows: Rows) -> dict[int, float]:
+    """Step -> sampled tokens the run had spent before it: an in-training evaluation at the top of step ``s``
+    scores the policy those tokens trained (the final evaluation's row is the step after the last)."""
+    spent = {
+        int(r["step"]) + 1: float(r["budget/sampled_tokens"]) for r in rows if "budget/sampled_tokens" in r
+    }
+    return {0: 0.0, **spent}
+
+
+def heldout(rows: Rows) -> Chart | None:
+    """Each in-training evaluation suite's score against the sampled tokens spent, with its 95% interval."""
+    suites = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("eval/") and k.count("/") == 2
+                     and k.endswith("/score")})  # fmt: skip
+    spent = tokens_before(rows)
+    if not suites:
+        return None
+    fig, ax = _figure()
+    for suite in suites:
+        scored = [r for r in rows if f"eval/{suite}/score" in r and int(r["step"]) in spent]
+        x = [spent[int(r["step"])] for r in scored]
+        y = [float(r[f"eval/{suite}/score"]) for r in scored]
+        lo = [float(r.get(f"eval/{suite}/ci95_lo", v)) for r, v in zip(scored, y, strict=True)]
+        hi = [float(r.get(f"eval/{suite}/ci95_hi", v)) for r, v in zip(scored, y, strict=True)]
+        (line,) = ax.plot(x, y, marker="o", markersize=3, label=suite)
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.set_xlabel("sampled tokens (agent, designs and hints)")
+    ax.set_ylabel("score (95% interval)")
+    _legend(ax)
+    return Chart("heldout", "Held-out score against sampled tokens", _svg(fig))
+
+
 def time_per_phase(rows: Rows) -> Chart | None:
     """Seconds per phase and step (stacked)."""
     phases = [k for k in ("time/design_s", "time/check_s", "time/play_s", "time/update_s") if _keys(rows, k)]
@@ -159,7 +190,7 @@ def all_charts(rows: Rows) -> list[Chart]:
     out = [validity(rows)]
     for key, title, keys, ylabel in _LINE_CHARTS[:2]:
         out.append(_lines(key, title, rows, keys(rows), ylabel))
-    out.append(regret(rows))
+    out += [regret(rows), heldout(rows)]
     for key, title, keys, ylabel in _LINE_CHARTS[2:4]:
         out.append(_lines(key, title, rows, keys(rows), ylabel))
     out.append(time_per_phase(rows))
