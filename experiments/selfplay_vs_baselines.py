@@ -141,6 +141,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--notes", type=Path, default=None, help="markdown file kept as the report's Interpretation"
     )
+    p.add_argument("--suites", nargs="+", default=None, help="evaluate only these suite labels (a pilot: "
+                   f"{PRIMARY_SUITE}); default every suite")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="small budget, one episode, few items: a smoke run")
     p.add_argument("train_args", nargs="*", help="after --: options for every spade train")
     return p
@@ -161,6 +163,13 @@ def parse_plan(argv: Sequence[str]) -> Plan:
         a.eval_every = 0 if a.quick else 4
     levels = a.difficulties or default_levels(cfg.play.difficulty)
     suites = heldout_suites(cfg, levels, a.heldout_envs, a)
+    if a.suites:
+        unknown = sorted(set(a.suites) - {s.label for s in suites})
+        if unknown:
+            parser.error(
+                f"--suites {' '.join(unknown)}: not a suite of this plan ({', '.join(s.label for s in suites)})"
+            )
+        suites = [s for s in suites if s.label in a.suites]
     common = ("--episodes", str(a.eval_episodes), "--temperature", str(a.eval_temperature), "--seed", "0")
     # in-training evaluation (the curve) runs the primary suite, played as training plays (spade.evals.intrain)
     intrain = (f"envs:{PRIMARY_TASKS}",)
@@ -282,6 +291,21 @@ def _intrain_options(plan: Plan) -> list[str]:
     return ["--eval.temperature", temperature, "--eval.limit", "None", "--eval.episodes", "1"]
 
 
+def resume_command(plan: Plan, where: Path) -> list[str]:
+    """``spade train --resume``, with the runtime options among the options after ``--`` (``--model.threads
+    1``: a resumed run uses the machine as asked; options that change results are the run's own)."""
+    from spade.options import RUNTIME_OPTIONS  # noqa: PLC0415
+
+    names = [name.replace("_", "-").rpartition(".") for name in RUNTIME_OPTIONS]
+    flags = {f"--{head}.{pre}{leaf}" for head, _, leaf in names for pre in ("", "no-")}
+    kept, args = [], list(plan.train_args)
+    for i, arg in enumerate(args):
+        if arg in flags:
+            value = args[i + 1 : i + 2] if i + 1 < len(args) and not args[i + 1].startswith("--") else []
+            kept += [arg, *value]
+    return ["train", "--resume", str(where), *kept]
+
+
 def run_state(where: Path) -> str:
     """'missing' (no run), 'finished' (budget or steps spent, final evaluation written) or 'partial'."""
     from spade.rundir import RunDir, RunStateError  # noqa: PLC0415
@@ -312,9 +336,7 @@ def train_all(plan: Plan, log: Log) -> dict[str, float]:
             if state == "finished":
                 log(f"{where}: finished, skipped")
                 continue
-            args = (
-                ["train", "--resume", str(where)] if state == "partial" else train_command(plan, mode, seed)
-            )
+            args = resume_command(plan, where) if state == "partial" else train_command(plan, mode, seed)
             log(f"{where}: {'resuming' if state == 'partial' else 'training'}: spade {' '.join(args)}")
             started = time.perf_counter()
             _spade(args, where.parent / f"{where.name}.log")

@@ -206,6 +206,18 @@ def test_run_state_tells_finished_partial_and_missing_runs(tmp_path: Path) -> No
     assert exp.run_state(run.root) == "finished"  # the budget was spent at step 1
 
 
+def test_a_pilot_evaluates_the_chosen_suites_and_resumes_keep_runtime_options(tmp_path: Path) -> None:
+    argv = ["--suites", "lock-variants", "--out", str(tmp_path), "--", "--model.threads", "1",
+            "--trainer.no-compact-heap", "--rollout.plays-per-env", "8"]  # fmt: skip
+    plan = exp.parse_plan(argv)
+    assert [s.label for s in plan.suites] == ["lock-variants"]
+    resume = exp.resume_command(plan, tmp_path / "selfplay-s0")
+    assert resume == ["train", "--resume", str(tmp_path / "selfplay-s0"), "--model.threads", "1",
+                      "--trainer.no-compact-heap"]  # fmt: skip
+    with pytest.raises(SystemExit):
+        exp.parse_plan(["--suites", "nonsense"])
+
+
 def test_a_missing_notes_file_is_refused_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exc:
         exp.parse_plan(["--notes", str(tmp_path / "missing.md")])
