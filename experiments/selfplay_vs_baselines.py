@@ -1,8 +1,10 @@
 """SPADE against its baselines at an equal sampled-token budget, evaluated on held-out suites.
 
 One command trains, from the same starting model, every mode in ``--modes`` (``selfplay`` = SPADE,
-``fixed_pool`` = the agent alone on the seed environments training starts from, ``procedural`` = the
-agent alone on Reasoning-Gym tasks with an adaptive difficulty controller) with every seed in ``--seeds``;
+``selfplay_untrained`` = SPADE whose designer is never updated (the control that isolates the designer's
+learning from the variety of designs), ``fixed_pool`` = the agent alone on the seed environments training
+starts from, ``procedural`` = the agent alone on Reasoning-Gym tasks with an adaptive difficulty
+controller) with every seed in ``--seeds``;
 evaluates the starting model and every final policy with ``spade eval`` on held-out suites; compares them
 with paired bootstrap intervals; and writes ``docs/results.md`` (``--results``) with curve images
 (``--images``).
@@ -13,7 +15,9 @@ every completion token. The baselines have no designer, so this is the fair curr
 designs and hints out of the same budget the baselines spend on agent plays (counting agent tokens only
 would hand SPADE its designer for free). ``--max-steps`` is only a cap; the budget should end every run.
 
-**Held-out suites** (explicit and configurable; the table names each):
+**Held-out suites** (explicit and configurable; the table names each): the primary suite
+``lock-variants`` (``PRIMARY_SUITE``, with the primary comparison ``PRIMARY``, declared here before any run):
+the trained game, combination_lock, at 26 sizes no mode trains on (:mod:`spade.envs.variants`);
 ``envs-heldout-skills``: the seed environments whose skill the preset's ``designer.skills`` does not train,
 at the difficulty levels ``--difficulties`` (default: the level trained, ``play.difficulty``, and one above
 it; at 135M every policy scores 0 on level 1 of every game, so level 0 of the untrained skills is where
@@ -26,11 +30,12 @@ token budgets of ``play.*``). The default fixed pool is those seed environments,
 trained-skill suite is held out in level only; ``procedural`` trains on ``procedural.tasks``, which share the arithmetic
 tasks with ``rg`` (other seeds). The report's suite table says this for each suite.
 
-**Curves**: designer validity, win rate with and without the hint, regret, and the ``rg`` suite's score over
-steps (in-training evaluation every ``--eval-every`` steps, 4 items per task, one episode each).
+**Curves**: designer validity, win rate with and without the hint, regret, and the primary suite's score
+against sampled tokens (in-training evaluation every ``--eval-every`` steps, every variant once).
 
 **Statistics** (``experiment_stats``): a mode's score is the mean over seeds of its mean item score; 95%
-intervals bootstrap items (paired across modes), seeds and episodes. Verdicts come from the intervals.
+intervals bootstrap items (paired across modes), seeds and episodes. Verdicts come from the intervals, on
+suites the starting model scores on. ``experiment_power`` projects the primary interval from a pilot.
 
 **Resumable.** Runs go to ``<out>/<mode>-s<seed>``; a finished run is skipped, a killed one resumed
 (``spade train --resume``); an evaluation whose results folder exists is skipped.
