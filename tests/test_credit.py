@@ -94,9 +94,12 @@ def test_entries_round_trip_through_json() -> None:
     buffer = (
         _entry("a", 0, regret=0.5, plays=8, wins=3, return_sum=2.5),
         replace(_entry("b", 2), valid=False),
+        replace(_entry("c", 2), valid=False, checked=True),
     )
     text = json.dumps([e.to_dict() for e in buffer])
     assert tuple(PendingCredit.from_dict(d) for d in json.loads(text)) == buffer
+    older = {k: v for k, v in buffer[2].to_dict().items() if k != "checked"}  # a checkpoint of an older run
+    assert PendingCredit.from_dict(older) == replace(buffer[2], checked=False)
     assert buffer[1].regret is None  # not measured stays distinct from a measured 0 across a resume
 
 
@@ -127,3 +130,14 @@ def test_credit_rewards_invalid_penalty_and_lp_per_skill() -> None:
     blend, unchanged = credit_rewards(due[:1], RewardConfig(variant="blend"), before)
     assert blend == pytest.approx((0.12,))  # window win rate 0.8: plateau 0.2, times 0.6; regret 0
     assert unchanged == before
+
+
+def test_a_regeneration_whose_every_design_was_rejected_still_ranks_them_with_checked_penalty() -> None:
+    rejected = (
+        DueCredit(replace(_entry("no_code", 0), valid=False), 0),
+        DueCredit(replace(_entry("ran", 0), valid=False, checked=True), 0),
+    )
+    released, _ = credit_rewards(rejected, RewardConfig(), {})
+    assert released == (-0.5, -0.5)  # one penalty: a constant group, dropped from the update
+    graded, _ = credit_rewards(rejected, RewardConfig(checked_penalty=-0.25), {})
+    assert graded == (-0.5, -0.25)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from spade.config import RewardConfig
+from spade.config import ConfigError, RewardConfig, TrainConfig
 from spade.rewards import (
     DESIGNER_REWARDS,
     DesignInputs,
@@ -129,6 +129,13 @@ def test_registry_covers_every_configurable_variant_and_rejects_unknown() -> Non
 def test_invalid_penalty_is_configurable() -> None:
     assert invalid_env_reward(RewardConfig()) == -0.5
     assert invalid_env_reward(RewardConfig(invalid_penalty=-1.0)) == -1.0
+    assert (
+        invalid_env_reward(RewardConfig(), checked=True) == -0.5
+    )  # one penalty unless checked_penalty is set
+    graded = RewardConfig(checked_penalty=-0.25)
+    assert (invalid_env_reward(graded), invalid_env_reward(graded, checked=True)) == (-0.5, -0.25)
+    with pytest.raises(ConfigError, match=r"checked_penalty must be >= reward\.invalid_penalty"):
+        TrainConfig(reward=RewardConfig(checked_penalty=-0.75))
 
 
 def test_ema_update() -> None:

@@ -36,7 +36,15 @@ from spade.credit import EnvStats, PendingCredit
 from spade.memory import EnvStatus, Memory
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
-from spade.train import LoopState, PolicyFailedError, _choose_current, _constant_share, _remember, train
+from spade.train import (
+    LoopState,
+    PolicyFailedError,
+    _choose_current,
+    _constant_share,
+    _pending,
+    _remember,
+    train,
+)
 from spade.types import Completion, EnvSource
 
 SCRIPTED_FLAGS = [
@@ -163,6 +171,18 @@ def test_design_retries_fill_slots_and_keep_every_failed_attempt(tmp_path: Path)
     # every attempt, failed ones included, is credited and trained (the penalty ranks them below the valid)
     assert again["designer/credited"] == again["designer/envs"] == again["designer/samples_kept"]
     assert len(list((tmp_path / "retry" / "envs").glob("s00000_*.py"))) == valid
+
+
+def test_a_rejected_design_is_checked_unless_its_code_was_never_extracted() -> None:
+    def outcome(valid: bool, reason: str) -> phases.DesignOutcome:
+        return phases.DesignOutcome("e", "logic", "edit", valid, "e", None, reason)
+
+    stats = {"e": EnvStats(4, 1, 1.0, None)}
+    assert not _pending(outcome(False, "extract_unchanged"), stats, 3).checked  # the shown line, repeated
+    assert not _pending(outcome(False, "extract_no_code"), stats, 3).checked
+    assert _pending(outcome(False, "UNCHANGED_GAME"), stats, 3).checked  # ran, but changed nothing played
+    assert _pending(outcome(False, "merged"), stats, 3).checked
+    assert not _pending(outcome(True, ""), stats, 3).checked
 
 
 def test_constant_group_share_counts_groups_not_plays() -> None:

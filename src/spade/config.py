@@ -340,6 +340,11 @@ class RewardConfig:
     """Designer reward (see spade.rewards.DESIGNER_REWARDS)."""
     invalid_penalty: float = -0.5
     """Raw reward of a designer sample whose environment was rejected (centred with the valid ones)."""
+    checked_penalty: float | None = None
+    """Raw reward of a rejected design whose code was extracted and checked: rejected by a rung of the
+    ladder, as changing nothing played, or as a near duplicate. None: ``invalid_penalty`` (one penalty for
+    every rejection, as released). Between ``invalid_penalty`` and the valid rewards, it still ranks a
+    regeneration whose every design was rejected: code that runs above a reply with no usable code."""
     regret_scale: float = 1.0
     """regret variant: multiplier of the floored regret."""
     regret_clip: float = 1.0
@@ -672,6 +677,10 @@ def validate(cfg: TrainConfig) -> None:
     _require(0 < t.clip_low < 1 and 0 < t.clip_high < 1, "trainer.clip_low/clip_high must be in (0, 1)")
     _require(t.lr > 0, "trainer.lr must be > 0")
     _require(r.delay >= 0, "reward.delay must be >= 0")
+    _require(
+        r.checked_penalty is None or r.checked_penalty >= r.invalid_penalty,
+        "reward.checked_penalty must be >= reward.invalid_penalty: checked code is not worse than no code",
+    )
     m = cfg.memory
     _require(
         0.0 <= m.band_low <= m.band_high <= 1.0, "memory.band_low <= memory.band_high must lie in [0, 1]"
@@ -910,7 +919,9 @@ CPU_TINY = TrainConfig(
     # The released recipe's blend (plateau of the window's mean return, and regret), credited after the
     # regeneration's interval like the paper preset: with the plateau term a regeneration whose hints all
     # hurt (every floored regret 0) still ranks its designs, so the designer learns at every regeneration.
-    reward=RewardConfig(delay=3, rate_measure="mean_return"),
+    # A rejected design whose line ran but changed nothing played earns less than a valid one and more than
+    # one that repeated the shown line: a regeneration whose every design was rejected still ranks them.
+    reward=RewardConfig(delay=3, rate_measure="mean_return", checked_penalty=-0.25),
     # Checkpointed layers and a compact heap: a step's peak near its live tensors (≈1.4× the step time).
     # Products in bfloat16 where the CPU has bf16 instructions: a step of 8 × 512 tokens in 32 s, not 63.
     trainer=TrainerConfig(

@@ -67,6 +67,8 @@ class PendingCredit:
     """Of those, plays won."""
     return_sum: float = 0.0
     """Sum of their episode returns."""
+    checked: bool = False
+    """Rejected but its code was extracted and checked (``reward.checked_penalty``)."""
 
     def observe(self, stats: EnvStats) -> PendingCredit:
         """This entry with one more step's plays of its environment added to the window."""
@@ -100,6 +102,7 @@ class PendingCredit:
             plays=int(data["plays"]),
             wins=int(data["wins"]),
             return_sum=float(data["return_sum"]),
+            checked=bool(data.get("checked", False)),  # absent in checkpoints of older runs
         )
 
 
@@ -135,18 +138,17 @@ def release_due(
 def credit_rewards(
     due: Sequence[DueCredit], cfg: RewardConfig, lp_ema: Mapping[str, float]
 ) -> tuple[tuple[float, ...], dict[str, float]]:
-    """Raw rewards of released designer samples and the updated per-skill learning-potential EMAs.
-
-    Rejected environments earn ``invalid_penalty``. A valid one is scored on its creation regret and its
-    window rate (``cfg.rate_measure``). Under ``learning_potential`` each valid environment is scored
-    against its skill's EMA *before* this batch (absent: 0), then each skill's EMA moves toward the batch's
-    mean window rate at rate ``cfg.lp_ema``. Other variants return ``lp_ema`` unchanged.
-    """
+    """Raw rewards of released designer samples and the updated per-skill learning-potential EMAs. Rejected
+    environments earn ``invalid_penalty`` (``checked_penalty``, when set, if their code was checked). A valid
+    one is scored on its creation regret and its window rate (``cfg.rate_measure``). Under
+    ``learning_potential`` each valid environment is scored against its skill's EMA *before* this batch
+    (absent: 0), then each skill's EMA moves toward the batch's mean window rate at rate ``cfg.lp_ema``. Other
+    variants return ``lp_ema`` unchanged."""
     rewards = []
     for d in due:
         e = d.entry
         if not e.valid:
-            rewards.append(invalid_env_reward(cfg))
+            rewards.append(invalid_env_reward(cfg, e.checked))
             continue
         x = DesignInputs(e.rate(cfg.rate_measure), e.regret or 0.0, lp_baseline=lp_ema.get(e.skill, 0.0))
         rewards.append(designer_reward(x, cfg))

@@ -146,8 +146,11 @@ def designer_reward(x: DesignInputs, cfg: RewardConfig) -> float:
     return fn(x, cfg)
 
 
-def invalid_env_reward(cfg: RewardConfig) -> float:
-    """The raw reward of a designer sample whose environment was rejected (``cfg.invalid_penalty``)."""
+def invalid_env_reward(cfg: RewardConfig, checked: bool = False) -> float:
+    """The raw reward of a designer sample whose environment was rejected: ``cfg.invalid_penalty``, or for
+    code that was extracted and checked, ``cfg.checked_penalty`` when set."""
+    if checked and cfg.checked_penalty is not None:
+        return cfg.checked_penalty
     return cfg.invalid_penalty
 
 

@@ -521,7 +521,10 @@ def _pending(d: DesignOutcome, per_env: Mapping[str, EnvStats], step: int) -> Pe
     """
     stats = per_env.get(d.env_id)
     regret = stats.regret.regret if stats is not None and stats.regret is not None else None
-    return PendingCredit(d.sample_ref, d.env_id, d.skill, step, d.valid and stats is not None, regret)
+    checked = not d.valid and not d.reason.startswith("extract_")
+    return PendingCredit(
+        d.sample_ref, d.env_id, d.skill, step, d.valid and stats is not None, regret, checked=checked
+    )
 
 
 def _score_designer(
