@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from experiment_stats import Items, paired_difference
+from experiment_stats import Items, mode_score, paired_difference
 from selfplay_vs_baselines import PRIMARY, PRIMARY_SUITE
 
 DRAWS = 8
@@ -69,6 +69,17 @@ def project(
     return float(np.mean(widths))
 
 
+def policy_half_width(runs: Sequence[Items], episodes: int, *, draws: int = DRAWS, seed: int = 0) -> float:
+    """The mean half-width of one policy's score interval (one seed, ``episodes`` per item), drawn from the
+    pilot evaluations ``runs`` as :func:`project` draws them."""
+    rng = np.random.default_rng(seed)
+    widths = []
+    for d in range(draws):
+        e = mode_score(synthetic(runs, 1, episodes, rng), RESAMPLES, seed=d)
+        widths.append((e.hi - e.lo) / 2)
+    return float(np.mean(widths))
+
+
 def grid(
     items: Mapping[str, Sequence[Items]], pair: tuple[str, str], seeds: Sequence[int], episodes: Sequence[int]
 ) -> list[tuple[int, int, float]]:
@@ -103,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"projected half-width of {PRIMARY[1]} − {PRIMARY[0]} on {PRIMARY_SUITE}:")
     for s, e, w in rows:
         print(f"  {s} seeds × {e} episodes per item: {w:.3f}{'  <= target' if w <= a.target else ''}")
+    for m, runs in items.items():
+        widths = ", ".join(f"{e} episodes {policy_half_width(runs, e):.3f}" for e in a.episodes)
+        print(f"  one {m} policy's score, half-width: {widths}")
     s, e, w = choose(rows, a.target)
     print(f"chosen: {s} seeds × {e} episodes ({w:.3f}{'' if w <= a.target else ', above the target'})")
     if a.write is not None:

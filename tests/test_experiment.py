@@ -240,6 +240,7 @@ def test_power_projection_narrows_with_seeds_and_episodes_and_is_quoted(tmp_path
     few, more_seeds, more_episodes = (power.project(a, b, s, e) for s, e in ((2, 2), (6, 2), (2, 8)))
     assert more_seeds < few
     assert more_episodes < few
+    assert power.policy_half_width(a, 8) < power.policy_half_width(a, 1)
     assert power.choose([(3, 2, 0.08), (3, 8, 0.04), (6, 2, 0.045), (6, 8, 0.03)], 0.05) == (6, 2, 0.045)
     assert power.choose([(3, 2, 0.08), (6, 8, 0.07)], 0.05) == (6, 8, 0.07)  # none within: the narrowest
     (tmp_path / "power.json").write_text(json.dumps(
