@@ -56,11 +56,13 @@ def one_line(err: str) -> str:
 
 
 def _lines(stream: object) -> queue.Queue[str]:
+    """The stream's lines as they come, then "" at its end."""
     out: queue.Queue[str] = queue.Queue()
 
     def pump() -> None:
         for line in stream:  # type: ignore[attr-defined]
             out.put(line)
+        out.put("")
 
     threading.Thread(target=pump, daemon=True).start()
     return out
@@ -96,6 +98,63 @@ def test_signal_stops_a_real_model_run_cleanly_and_names_the_resume_command(
     assert run.resume_point().step == 0
     with run.lock():
         pass
+
+
+REAL_TINY = [
+    "--preset", "cpu-tiny", "--model.backend", "hf", "--mode", "fixed_pool", "--steps", "1",
+    "--reward.no-drop-constant-groups", "--sft.designs", "0", "--sft.hints", "0", "--sft.hinted-episodes", "0",
+]  # fmt: skip
+
+
+def _interrupt_at(cmd: list[str], marker: str, env: dict[str, str]) -> tuple[int, str]:
+    """Run ``cmd``, send SIGINT as soon as it prints a line holding ``marker``; the exit code and stderr."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = _lines(proc.stdout)
+        while marker not in (line := lines.get(timeout=600)):
+            if not line:  # the run ended first
+                pytest.fail(f"no line with {marker!r}: {proc.stderr.read() if proc.stderr else ''}")
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)  # a hang guard only
+    finally:
+        proc.kill()
+    return code, proc.stderr.read() if proc.stderr else ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("phase", "flags", "marker"),
+    [
+        (
+            "warm start",
+            ["--sft.episodes", "6", "--sft.batch", "1", "--sft.epochs", "3", "--rollout.plays-per-env", "2"],
+            "sft: training on",
+        ),
+        (
+            "update",
+            ["--sft.episodes", "0", "--rollout.plays-per-env", "8", "--play.max-turns", "3"],
+            "step 0: update on 8 agent",
+        ),
+    ],
+)
+def test_ctrl_c_in_the_synchronous_torch_work_stops_the_run_and_records_a_stop(
+    tmp_path: Path, phase: str, flags: list[str], marker: str
+) -> None:
+    """The warm start's steps and the update hold the event loop (seconds of torch work per micro-batch):
+    the trainer checks the flag itself, so the run stops at once, long before the watchdog would end it."""
+    from spade.runs import run_info  # noqa: PLC0415
+
+    cmd = [sys.executable, "-m", "spade.cli", "train", *REAL_TINY, *flags, "--runs-dir", str(tmp_path),
+           "--name", "stop"]  # fmt: skip
+    env = {**os.environ, "SPADE_STOP_GRACE_S": "10"}  # the default, named: what the stop must beat
+    code, err = _interrupt_at(cmd, marker, env)
+    assert code == 130, err
+    assert "ending now" not in err, f"{phase}: ended by the watchdog, not by the stop request"
+    assert f"no step finished yet; continue with: spade train --resume {tmp_path / 'stop'}" in err
+    assert run_info(tmp_path / "stop").status == "stopped"
+    resumed = spade("train", "--resume", str(tmp_path / "stop"), timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert run_info(tmp_path / "stop").status == "finished"
 
 
 # -- 2. a dead model server is refused at start; an outage mid-run stops the run ---------------------------

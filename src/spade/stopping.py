@@ -4,7 +4,9 @@ Generation runs in worker threads (``asyncio.to_thread``) that cancelling a task
 ``asyncio.run`` waits for them before it returns. So a stop is cooperative: :func:`request` sets a flag that
 the hf backend checks between decode steps and the vllm backend between engine steps (both then end their
 batch at once), :func:`run_until_stopped` cancels the loop's main task when the flag is set, and the run
-ends with :class:`Interrupted`. Checkpoints are atomic, so the run resumes from its last complete step.
+ends with :class:`Interrupted`. Synchronous work that holds the event loop, so that no cancellation reaches
+it (the warm start's supervised steps, the trainer's forward and backward passes), calls :func:`check`
+between its pieces instead. Checkpoints are atomic, so the run resumes from its last complete step.
 
 :func:`handle_signals` installs the handlers (the CLI does): the first signal asks for a clean stop and arms
 a watchdog that ends the process after ``grace_s`` seconds whatever is still running; a second signal ends
@@ -48,6 +50,16 @@ def request(signal_name: str = "a stop request") -> None:
 def requested() -> bool:
     """Whether a stop was requested (cheap: engines call it at every decode step)."""
     return _STOP.is_set()
+
+
+def check() -> None:
+    """Raise :class:`Interrupted` when a stop was requested: the stop point of synchronous loops.
+
+    Raises:
+        Interrupted: a stop was requested; the caller's work is abandoned (the last checkpoint stands).
+    """
+    if _STOP.is_set():
+        raise Interrupted(_SIGNAL[0] if _SIGNAL else "a stop request")
 
 
 def clear() -> None:
