@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from spade import designer, envs, phases
+from spade import designer, envs, phases, stopping
 from spade.checker import CheckReport, FindingCode
 from spade.config import (
     CheckerConfig,
     DesignerConfig,
+    EvalConfig,
     MemoryConfig,
     ModelConfig,
     PlayConfig,
@@ -241,6 +242,41 @@ def test_a_step_whose_every_play_fails_in_the_model_stops_the_run_resumably(
     assert len(RunDir(cfg.run_dir).read_metrics()) == 1  # the failed step left nothing behind
     monkeypatch.undo()  # the engine works again
     assert [r["step"] for r in train(cfg, resume=True, steps=2).read_metrics()] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("mode", "eval_every"),
+    [("selfplay", 0), ("fixed_pool", 0), ("fixed_pool", 1)],
+    ids=["design", "play", "eval"],
+)
+def test_replies_cut_by_a_stop_request_stop_the_run_and_are_not_scored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, eval_every: int
+) -> None:
+    """An engine ends its batch at once on a stop request, with error replies: the phase that asked for
+    them must stop the run there, not count them as failed designs, failed plays or wrong answers."""
+    from spade.backends.scripted import ScriptedPolicy  # noqa: PLC0415
+
+    async def cut(self: object, prompts: list[list[int]], params: object) -> list[Completion]:
+        stopping.request("SIGINT")  # Ctrl-C while the batch was sampled
+        return [Completion("", (), (), "error", error="stopped") for _ in prompts]
+
+    async def never(*_: object) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(ScriptedPolicy, "sample", cut)
+    # The watcher cancels the run at its next await; when the phase's last batch was the one cut, nothing is
+    # awaited before its replies are scored (as with hf): without the watcher, every phase meets that case.
+    monkeypatch.setattr(stopping, "_watch", never)
+    cfg = scripted_config(tmp_path, "valid", steps=1, mode=mode, eval=EvalConfig(every=eval_every, limit=2))
+    try:
+        with pytest.raises(stopping.Interrupted, match="stopped by SIGINT"):
+            train(cfg)
+    finally:
+        stopping.clear()
+    run = RunDir(cfg.run_dir)
+    assert run.read_metrics() == []
+    assert not (run.root / "eval").exists()  # no scores of cut replies
+    assert run.resume_point().step == 0
 
 
 @pytest.mark.parametrize("setting", ["games", "tool_use"])
