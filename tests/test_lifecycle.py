@@ -157,6 +157,54 @@ def test_ctrl_c_in_the_synchronous_torch_work_stops_the_run_and_records_a_stop(
     assert run_info(tmp_path / "stop").status == "finished"
 
 
+STUCK = """
+import sys, time
+from spade import train_cli
+from spade.rundir import RunDir
+
+def stuck(args, cfg, run_dir, steps):  # work no stop request reaches (a long C call, a hung thread)
+    run = RunDir(run_dir)
+    with run.lock():
+        run.create(cfg)
+        print("running", flush=True)
+        while True:
+            time.sleep(0.05)
+
+train_cli._train = stuck
+sys.exit(train_cli.run_cli(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("how", ["watchdog", "second signal"])
+def test_a_run_ended_by_force_after_ctrl_c_is_recorded_as_stopped(tmp_path: Path, how: str) -> None:
+    """The watchdog (or a second Ctrl-C) ends the process without unwinding; the run was still stopped on
+    request and resumes from its last checkpoint, so `spade runs` must not call it failed."""
+    from spade.runs import run_info  # noqa: PLC0415
+
+    grace = "0.5" if how == "watchdog" else "600"
+    cmd = [sys.executable, "-c", STUCK, *SCRIPTED, "--runs-dir", str(tmp_path), "--name", "stuck"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SPADE_STOP_GRACE_S": grace})  # fmt: skip
+    lines, errors = _lines(proc.stdout), _lines(proc.stderr)
+    try:
+        while "running" not in lines.get(timeout=120):
+            pass
+        proc.send_signal(signal.SIGINT)
+        if how == "second signal":
+            while "SIGINT: stopping" not in errors.get(timeout=120):
+                pass
+            proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    err = "".join(iter(lambda: errors.get(timeout=60), ""))
+    assert code == 130, err
+    assert ("still busy 0.5 s after SIGINT" if how == "watchdog" else "SIGINT again: ending now") in err
+    assert run_info(tmp_path / "stuck").status == "stopped"
+    with RunDir(tmp_path / "stuck").lock() as note:
+        assert note == ""  # nothing stale was taken over
+
+
 # -- 2. a dead model server is refused at start; an outage mid-run stops the run ---------------------------
 
 

@@ -108,7 +108,13 @@ def run_cli(argv: Sequence[str]) -> int:
     again = resume_command(run_dir)
     try:
         grace_s = float(os.environ.get("SPADE_STOP_GRACE_S", "10"))
-        with stopping.handle_signals(f"The run resumes from its last checkpoint: {again}", grace_s=grace_s):
+        # A process ended by force after a stop request still stopped on request: its checkpoints are
+        # atomic and it resumes from the last one, so the run is recorded as let go (stopped), not failed.
+        with stopping.handle_signals(
+            f"The run resumes from its last checkpoint: {again}",
+            grace_s=grace_s,
+            on_forced_exit=RunDir(run_dir).let_go,
+        ):
             run = _train(args, cfg, run_dir, explicit_steps)
     except stopping.Interrupted as exc:
         print(f"spade train: {exc}{_after_stop(run_dir)}", file=sys.stderr)
