@@ -3,8 +3,8 @@
 Everything that can be checked is checked before a run directory is touched (:mod:`spade.preflight`);
 every error the project raises on purpose prints as one line. Exit status: 0 finished, 1 the run stopped
 on a failure (a model-server outage), 2 bad options or a run directory that cannot be used as it is,
-128 + the signal number when SIGINT/SIGTERM stopped it. Whenever a run stops early, the last line is the
-exact command that continues it.
+128 + the signal number when SIGINT/SIGTERM stopped it, 141 when stdout's reader went away. Whenever a
+run stops early, the last line is the exact command that continues it.
 """
 
 from __future__ import annotations
@@ -120,6 +120,8 @@ def run_cli(argv: Sequence[str]) -> int:
         print(f"spade train: {exc}{_after_stop(run_dir)}", file=sys.stderr)
         code = 128 + (int(signal.Signals[exc.signal_name]) if exc.signal_name in ("SIGINT", "SIGTERM") else 2)
         stopping.exit_now(code)  # the run is saved and closed; skip seconds of interpreter teardown
+    except BrokenPipeError:  # stdout's reader went away: spade.cli ends the command quietly
+        raise
     except (SpadeError, ConfigError, OSError) as exc:
         code = 2 if _is_setup_error(exc) else 1
         print(f"spade train: {exc}{'' if code == 2 else _after_stop(run_dir)}", file=sys.stderr)
