@@ -279,6 +279,27 @@ def test_replies_cut_by_a_stop_request_stop_the_run_and_are_not_scored(
     assert run.resume_point().step == 0
 
 
+@pytest.mark.parametrize(
+    ("mode", "line"),
+    [
+        ("fixed_pool", "step 0: next batch of the fixed pool (agent only: nothing is designed)"),
+        ("procedural", "step 0: next batch of Reasoning-Gym tasks at their current levels (agent only"),
+    ],
+)
+def test_agent_only_modes_say_what_they_do_and_summarise_no_designer(
+    tmp_path: Path, mode: str, line: str
+) -> None:
+    flags = [*SCRIPTED_FLAGS, "--mode", mode, "--steps", "1", "--runs-dir", str(tmp_path), "--name", mode]
+    out = subprocess.run([sys.executable, "-m", "spade.cli", "train", *flags], capture_output=True, text=True,
+                         timeout=300, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert line in out.stdout
+    assert "design\n" not in out.stdout
+    assert "Summary of 1 steps:\n  agent: win rate" in out.stdout  # no designer line
+    assert "designer:" not in out.stdout
+    assert "with hint" not in out.stdout
+
+
 @pytest.mark.parametrize("setting", ["games", "tool_use"])
 def test_fixed_pool_baseline_trains_the_agent_only(tmp_path: Path, setting: str) -> None:
     designer = DesignerConfig(setting=setting, envs_per_regen=3, regen_interval=2)  # type: ignore[arg-type]

@@ -285,7 +285,7 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     regen = step % cfg.designer.regen_interval == 0 or not state.current
     designed: list[DesignOutcome] = []
     if regen:
-        progress(f"step {step}: design")
+        progress(f"step {step}: {_regen_line(cfg)}")
         t0 = time.perf_counter()
         if cfg.mode == "selfplay":
             designed, design_metrics = await design_phase(cfg, c, step)
@@ -338,6 +338,15 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
 
 
 # -- which environments are played -------------------------------------------------------------------------
+
+
+def _regen_line(cfg: TrainConfig) -> str:
+    """What a regeneration does in ``cfg.mode`` (the progress line)."""
+    if cfg.mode == "fixed_pool":
+        return "next batch of the fixed pool (agent only: nothing is designed)"
+    if cfg.mode == "procedural":
+        return "next batch of Reasoning-Gym tasks at their current levels (agent only: nothing is designed)"
+    return "design"
 
 
 def _choose_current(

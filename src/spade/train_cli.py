@@ -131,7 +131,7 @@ def run_cli(argv: Sequence[str]) -> int:
 
     with Memory.in_run_dir(run.root) as memory:
         plays = memory.played()
-    print("\n".join(run_summary(run.read_metrics(), plays)))
+    print("\n".join(run_summary(run.read_metrics(), plays, mode=cfg.mode)))
     print(
         f"Run finished: {run.root} (metrics: {run.metrics_path}; curves: tensorboard --logdir {run.root / 'tb'})"
     )
