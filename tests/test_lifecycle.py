@@ -8,6 +8,7 @@ same run-directory and CLI code in seconds.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import queue
 import signal
@@ -282,6 +283,53 @@ def test_runs_dir_that_is_a_file_or_read_only(tmp_path: Path) -> None:
     out = spade("train", *SCRIPTED, "--runs-dir", str(ro / "runs"))
     assert out.returncode == 2
     assert "cannot write in" in one_line(out.stderr)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_runs_dir_where_no_folder_can_be_made_is_not_worth_a_retry(tmp_path: Path) -> None:
+    """/proc: a non-root user is refused by the preflight; root passes it (root may write anywhere) and
+    meets the error when the run directory is made. Either way the message says what to change."""
+    out = spade("train", *SCRIPTED, "--runs-dir", "/proc/spade-runs")
+    assert out.returncode == 2
+    line = one_line(out.stderr)
+    assert "run the same command again" not in line
+    assert (
+        "writable --runs-dir" in line
+        or "would fail again, no folder can be made there: choose another --runs-dir" in line
+    )
+    assert not Path("/proc/spade-runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        (errno.EROFS, "the file system is read-only: choose another --runs-dir"),
+        (errno.EACCES, "this user may not write there: choose another --runs-dir"),
+        (errno.ENOTDIR, "part of the path is a file, not a folder: choose another --runs-dir"),
+        (errno.ENOSPC, "the disk is full: free space there or choose another --runs-dir"),
+    ],
+)
+def test_file_system_errors_that_a_retry_meets_again_say_what_to_change(
+    tmp_path: Path, code: int, why: str
+) -> None:
+    from spade.train_cli import _failure  # noqa: PLC0415
+
+    run_dir = tmp_path / "runs" / "r"
+    exc = OSError(code, os.strerror(code), str(run_dir / "memory.sqlite"))
+    status, after = _failure(exc, run_dir)
+    assert status == 2
+    assert (
+        f"nothing was kept. The same command would fail again, {why} (now {run_dir.parent}) or --name"
+        in after
+    )
+    elsewhere = OSError(
+        code, os.strerror(code), str(tmp_path / "model" / "config.json")
+    )  # not the run's path
+    assert _failure(elsewhere, run_dir) == (
+        1,
+        " before the run started; nothing was kept: run the same command again",
+    )
+    assert _failure(ConnectionResetError("peer"), run_dir)[0] == 1  # may pass: a retry is the advice
 
 
 def test_a_run_failing_during_setup_leaves_nothing_behind(tmp_path: Path) -> None:
