@@ -29,6 +29,40 @@ def test_version() -> None:
     assert out.stdout.strip() == f"spade {spade.__version__}"
 
 
+SCRIPTED_TRAIN = [
+    "train", "--model.backend", "scripted", "--steps", "2", "--play.action-mode", "boxed",
+    "--play.max-turns", "6", "--play.turn-tokens", "256", "--play.context-tokens", "16384",
+    "--designer.envs-per-regen", "2", "--designer.max-tokens", "4096", "--corpus.no-enabled",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["--help", "--version", "envs", "runs", "runs --json", "train"])
+def test_a_closed_stdout_ends_every_command_quietly(tmp_path: Path, command: str) -> None:
+    """`spade runs | head -3`: the reader is gone before the command prints; no traceback, status 141."""
+    runs = tmp_path / "runs"
+    (runs / "r" / "checkpoints").mkdir(parents=True)
+    (runs / "r" / "config.json").write_text("{}")  # a run for `spade runs` to list
+    args = (
+        [*SCRIPTED_TRAIN, "--runs-dir", str(runs), "--name", "t"] if command == "train" else command.split()
+    )
+    if command.startswith("runs"):
+        args.insert(1, str(runs))
+    read, write = os.pipe()
+    os.close(read)  # every write to the pipe now fails with EPIPE: no race with a reader
+    try:
+        out = subprocess.run([sys.executable, "-m", "spade.cli", *args], stdout=write, stderr=subprocess.PIPE,
+                             text=True, timeout=300, check=False)  # fmt: skip
+    finally:
+        os.close(write)
+    assert out.returncode == 141, out.stderr
+    assert "Traceback" not in out.stderr
+    assert "Broken pipe" not in out.stderr
+    if command == "train":  # the run stopped where it printed; it continues with --resume
+        from spade.runs import run_info  # noqa: PLC0415
+
+        assert run_info(runs / "t").status == "stopped"
+
+
 def test_envs_has_a_header_and_refuses_an_unknown_setting() -> None:
     out = spade_cli("envs")
     assert out.stdout.splitlines()[0].split() == ["NAME", "SETTING", "SKILL", "DESCRIPTION"]

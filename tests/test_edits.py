@@ -121,3 +121,24 @@ def test_worked_example_is_a_mechanical_edit_of_the_same_lines() -> None:
     msgs = build_line_edit_messages(req, example_chars=700, variant=1)
     assert msgs[2]["content"] == "{}: {}".format(*mechanical_edit(source, window, 1))  # type: ignore[str-format]
     assert mechanical_edit("x = 'a'\n", (1, 1), 0) is None
+
+
+@pytest.mark.parametrize("name", ["combination_lock", "seating", "countdown", "sokoban", "switchboard"])
+def test_the_scripted_designer_eases_every_level_differently_per_request(name: str) -> None:
+    """cpu-tiny's designer asks for line edits of seed games: the scripted `valid` designer answers each
+    request of a regeneration (its worked edit's variant) with its own edit that applies and parses."""
+    from spade.backends.scripted import ByteTemplate, ScriptedPolicy  # noqa: PLC0415
+
+    spec = envs.spec(name)
+    parent = Exemplar(spec.name, spec.source(), spec.skill, None, None)
+    request = DesignRequest(spec.skill, "edit", "", parent=parent, edit_format="lines")
+    codes = []
+    for variant in range(4):
+        messages = build_line_edit_messages(request, example_chars=700, variant=variant)
+        prompt = ByteTemplate().render(messages, add_generation_prompt=True)
+        text = asyncio.run(ScriptedPolicy("valid").sample([prompt], SamplingParams(max_tokens=4096)))[0].text
+        code, why = apply_line_edits(parent.code, text, 700)
+        assert code is not None, (variant, text, why)
+        compile(code, name, "exec")
+        codes.append(code)
+    assert len(set(codes)) == 4

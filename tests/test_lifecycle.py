@@ -8,6 +8,7 @@ same run-directory and CLI code in seconds.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import queue
 import signal
@@ -56,11 +57,13 @@ def one_line(err: str) -> str:
 
 
 def _lines(stream: object) -> queue.Queue[str]:
+    """The stream's lines as they come, then "" at its end."""
     out: queue.Queue[str] = queue.Queue()
 
     def pump() -> None:
         for line in stream:  # type: ignore[attr-defined]
             out.put(line)
+        out.put("")
 
     threading.Thread(target=pump, daemon=True).start()
     return out
@@ -96,6 +99,111 @@ def test_signal_stops_a_real_model_run_cleanly_and_names_the_resume_command(
     assert run.resume_point().step == 0
     with run.lock():
         pass
+
+
+REAL_TINY = [
+    "--preset", "cpu-tiny", "--model.backend", "hf", "--mode", "fixed_pool", "--steps", "1",
+    "--reward.no-drop-constant-groups", "--sft.designs", "0", "--sft.hints", "0", "--sft.hinted-episodes", "0",
+]  # fmt: skip
+
+
+def _interrupt_at(cmd: list[str], marker: str, env: dict[str, str]) -> tuple[int, str]:
+    """Run ``cmd``, send SIGINT as soon as it prints a line holding ``marker``; the exit code and stderr."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = _lines(proc.stdout)
+        while marker not in (line := lines.get(timeout=600)):
+            if not line:  # the run ended first
+                pytest.fail(f"no line with {marker!r}: {proc.stderr.read() if proc.stderr else ''}")
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)  # a hang guard only
+    finally:
+        proc.kill()
+    return code, proc.stderr.read() if proc.stderr else ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("phase", "flags", "marker"),
+    [
+        (
+            "warm start",
+            ["--sft.episodes", "6", "--sft.batch", "1", "--sft.epochs", "3", "--rollout.plays-per-env", "2"],
+            "sft: training on",
+        ),
+        (
+            "update",
+            ["--sft.episodes", "0", "--rollout.plays-per-env", "8", "--play.max-turns", "3"],
+            "step 0: update on 8 agent",
+        ),
+    ],
+)
+def test_ctrl_c_in_the_synchronous_torch_work_stops_the_run_and_records_a_stop(
+    tmp_path: Path, phase: str, flags: list[str], marker: str
+) -> None:
+    """The warm start's steps and the update hold the event loop (seconds of torch work per micro-batch):
+    the trainer checks the flag itself, so the run stops at once, long before the watchdog would end it."""
+    from spade.runs import run_info  # noqa: PLC0415
+
+    cmd = [sys.executable, "-m", "spade.cli", "train", *REAL_TINY, *flags, "--runs-dir", str(tmp_path),
+           "--name", "stop"]  # fmt: skip
+    env = {**os.environ, "SPADE_STOP_GRACE_S": "10"}  # the default, named: what the stop must beat
+    code, err = _interrupt_at(cmd, marker, env)
+    assert code == 130, err
+    assert "ending now" not in err, f"{phase}: ended by the watchdog, not by the stop request"
+    assert f"no step finished yet; continue with: spade train --resume {tmp_path / 'stop'}" in err
+    assert run_info(tmp_path / "stop").status == "stopped"
+    resumed = spade("train", "--resume", str(tmp_path / "stop"), timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert run_info(tmp_path / "stop").status == "finished"
+
+
+STUCK = """
+import sys, time
+from spade import train_cli
+from spade.rundir import RunDir
+
+def stuck(args, cfg, run_dir, steps):  # work no stop request reaches (a long C call, a hung thread)
+    run = RunDir(run_dir)
+    with run.lock():
+        run.create(cfg)
+        print("running", flush=True)
+        while True:
+            time.sleep(0.05)
+
+train_cli._train = stuck
+sys.exit(train_cli.run_cli(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("how", ["watchdog", "second signal"])
+def test_a_run_ended_by_force_after_ctrl_c_is_recorded_as_stopped(tmp_path: Path, how: str) -> None:
+    """The watchdog (or a second Ctrl-C) ends the process without unwinding; the run was still stopped on
+    request and resumes from its last checkpoint, so `spade runs` must not call it failed."""
+    from spade.runs import run_info  # noqa: PLC0415
+
+    grace = "0.5" if how == "watchdog" else "600"
+    cmd = [sys.executable, "-c", STUCK, *SCRIPTED, "--runs-dir", str(tmp_path), "--name", "stuck"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SPADE_STOP_GRACE_S": grace})  # fmt: skip
+    lines, errors = _lines(proc.stdout), _lines(proc.stderr)
+    try:
+        while "running" not in lines.get(timeout=120):
+            pass
+        proc.send_signal(signal.SIGINT)
+        if how == "second signal":
+            while "SIGINT: stopping" not in errors.get(timeout=120):
+                pass
+            proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    err = "".join(iter(lambda: errors.get(timeout=60), ""))
+    assert code == 130, err
+    assert ("still busy 0.5 s after SIGINT" if how == "watchdog" else "SIGINT again: ending now") in err
+    assert run_info(tmp_path / "stuck").status == "stopped"
+    with RunDir(tmp_path / "stuck").lock() as note:
+        assert note == ""  # nothing stale was taken over
 
 
 # -- 2. a dead model server is refused at start; an outage mid-run stops the run ---------------------------
@@ -175,6 +283,53 @@ def test_runs_dir_that_is_a_file_or_read_only(tmp_path: Path) -> None:
     out = spade("train", *SCRIPTED, "--runs-dir", str(ro / "runs"))
     assert out.returncode == 2
     assert "cannot write in" in one_line(out.stderr)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_runs_dir_where_no_folder_can_be_made_is_not_worth_a_retry(tmp_path: Path) -> None:
+    """/proc: a non-root user is refused by the preflight; root passes it (root may write anywhere) and
+    meets the error when the run directory is made. Either way the message says what to change."""
+    out = spade("train", *SCRIPTED, "--runs-dir", "/proc/spade-runs")
+    assert out.returncode == 2
+    line = one_line(out.stderr)
+    assert "run the same command again" not in line
+    assert (
+        "writable --runs-dir" in line
+        or "would fail again, no folder can be made there: choose another --runs-dir" in line
+    )
+    assert not Path("/proc/spade-runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        (errno.EROFS, "the file system is read-only: choose another --runs-dir"),
+        (errno.EACCES, "this user may not write there: choose another --runs-dir"),
+        (errno.ENOTDIR, "part of the path is a file, not a folder: choose another --runs-dir"),
+        (errno.ENOSPC, "the disk is full: free space there or choose another --runs-dir"),
+    ],
+)
+def test_file_system_errors_that_a_retry_meets_again_say_what_to_change(
+    tmp_path: Path, code: int, why: str
+) -> None:
+    from spade.train_cli import _failure  # noqa: PLC0415
+
+    run_dir = tmp_path / "runs" / "r"
+    exc = OSError(code, os.strerror(code), str(run_dir / "memory.sqlite"))
+    status, after = _failure(exc, run_dir)
+    assert status == 2
+    assert (
+        f"nothing was kept. The same command would fail again, {why} (now {run_dir.parent}) or --name"
+        in after
+    )
+    elsewhere = OSError(
+        code, os.strerror(code), str(tmp_path / "model" / "config.json")
+    )  # not the run's path
+    assert _failure(elsewhere, run_dir) == (
+        1,
+        " before the run started; nothing was kept: run the same command again",
+    )
+    assert _failure(ConnectionResetError("peer"), run_dir)[0] == 1  # may pass: a retry is the advice
 
 
 def test_a_run_failing_during_setup_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -39,6 +39,20 @@ SMALL = [
 """Sizes shrunk for a fast test; everything else is the preset."""
 
 
+@pytest.mark.parametrize(("behaviour", "valid"), [("valid", 1.0), ("broken", 0.0), ("hostile", 0.0)])
+def test_the_scripted_designer_writes_cpu_tinys_line_edits(
+    tmp_path: Path, behaviour: str, valid: float
+) -> None:
+    """cpu-tiny's designer rewrites numbered lines of combination_lock: `valid` must pass the checker there
+    (it used to answer with a whole quiz module, which the lines format refuses), the others must not."""
+    flags = ["--preset", "cpu-tiny", "--model.backend", "scripted", "--model.scripted.behaviour", behaviour,
+             "--steps", "1", "--sft.episodes", "0", "--sft.designs", "0", "--sft.hints", "0"]  # fmt: skip
+    cfg, _ = parse_config([*flags, "--runs-dir", str(tmp_path), "--name", behaviour])
+    row = _rows(train(cfg).root)[0]
+    assert row["designer/envs"] == cfg.designer.envs_per_regen == 4
+    assert row["designer/valid_rate"] == valid, {k: v for k, v in row.items() if "rejected" in k}
+
+
 def _rows(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 

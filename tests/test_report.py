@@ -128,6 +128,35 @@ def test_held_out_scores_are_drawn_against_sampled_tokens() -> None:
     assert ">envs<" in chart.svg
 
 
+def _ticks(svg: str, axis: str) -> list[str]:
+    """The tick labels of one axis of a chart's SVG."""
+    return re.findall(rf'<g id="[a-z]+-{axis}tick_\d+">.*?<text[^>]*>([^<]*)</text>', svg, re.S)
+
+
+def test_a_one_step_run_gets_whole_step_ticks() -> None:
+    rows = [{"step": 0, "agent/win_rate": 0.5, "time/play_s": 3.0, "designer/envs": 4, "memory/valid": 2}]
+    charts = all_charts(rows)
+    assert {"win", "time", "validity", "archive"} <= {c.key for c in charts}
+    for chart in charts:
+        labels = [t.replace("\u2212", "-").lstrip("-") for t in _ticks(chart.svg, "x")]
+        assert labels, chart.key
+        assert all(label.isdigit() for label in labels), (chart.key, labels)
+
+
+def test_memory_is_drawn_in_one_unit() -> None:
+    """The trainer logs MiB and resources/ GB: on one axis, 3 GB must not draw as 0 next to 2048 MiB."""
+    rows = [
+        {"step": s, "resources/peak_rss_gb": 3.0, "resources/rss_gb": 2.5, "train/peak_mem_mb": 2048.0}
+        for s in range(3)
+    ]
+    svg = {c.key: c for c in all_charts(rows)}["mem"].svg
+    assert ">GB<" in svg
+    assert ">MB<" not in svg
+    values = [float(t.replace("\u2212", "-")) for t in _ticks(svg, "y")]
+    assert 2.9 <= max(values) < 4  # 3 GB tops the axis; 2048 MiB is 2.15 GB, not 2048
+    assert min(values) <= 2.2
+
+
 def test_cli_report_and_a_damaged_transcript_is_named_not_fatal(
     run: RunDir, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from spade.config import TrainConfig
-from spade.rundir import RunDir, RunLockedError, RunStateError
+from spade.rundir import RunDir, RunLockedError, RunStateError, lock_state
 
 
 def _run_with_steps(tmp_path: Path, metrics_steps: int, checkpoints: list[int]) -> RunDir:
@@ -134,6 +134,19 @@ def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     (run.root / "run.lock").write_text(dead + "\n")
     with run.lock() as note:
         assert f"stale lock of process {dead}" in note
+
+
+def test_letting_go_records_a_release_but_only_of_this_processs_lock(tmp_path: Path) -> None:
+    """What a process ended by force after a stop request leaves: a released lock (`spade runs`: stopped)."""
+    run = RunDir(tmp_path / "r")
+    run.let_go()  # no lock file: nothing to do, nothing raised
+    with run.lock():
+        assert lock_state(run.root) == ("live", os.getpid())
+        run.let_go()
+        assert lock_state(run.root) == ("released", None)
+    (run.root / "run.lock").write_text("1\n")  # another process's lock is left alone
+    run.let_go()
+    assert (run.root / "run.lock").read_text() == "1\n"
 
 
 def test_complete_steps_stops_at_a_gap(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from spade import designer, envs, hints, sft
+from spade import designer, envs, hints, sft, stopping
 from spade.agent import Episode, play_episode
 from spade.backends.embedded import write_tiny_model
 from spade.backends.scripted import ScriptedTrainer
@@ -228,7 +228,36 @@ def test_warm_start_trains_every_epoch_at_its_own_lr_then_restores_the_trainers(
     assert metrics["sft/failed_scripts"] == 0
     assert metrics["sft/loss_last"] < metrics["sft/loss_first"]
     assert metrics["sft/tokens"] > 0
-    assert [line.split(",")[0] for line in seen] == ["sft: epoch 1/2", "sft: epoch 2/2"]
+    assert [line.split(",")[0] for line in seen] == [
+        "sft: training on 5 examples",
+        "sft: epoch 1/2",
+        "sft: epoch 2/2",
+    ]
+
+
+class _StoppedAtFirstStep(ScriptedTrainer):
+    """A trainer whose first step is interrupted by a stop request (Ctrl-C during the warm start)."""
+
+    def train_step(self, samples: Any) -> dict[str, float]:
+        stopping.request("SIGINT")
+        return super().train_step(samples)
+
+
+def test_a_stop_request_ends_the_warm_start_before_its_next_step() -> None:
+    """The steps hold the event loop, so no cancellation reaches them: the loop itself checks the flag."""
+    cfg = _cfg(episodes=4, epochs=2, batch=1)
+    trainer = _StoppedAtFirstStep()
+
+    async def run() -> dict[str, float]:
+        with Sandbox() as sb:
+            return await sft.warm_start(cfg, sb, CannedPolicy([]).template, trainer, lambda _: None)
+
+    try:
+        with pytest.raises(stopping.Interrupted, match="stopped by SIGINT"):
+            asyncio.run(run())
+    finally:
+        stopping.clear()
+    assert trainer.updates == 1  # not the 8 steps of 2 epochs
 
 
 def test_the_first_hinted_episodes_carry_their_games_strategy_note() -> None:

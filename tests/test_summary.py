@@ -53,6 +53,17 @@ def test_summary_gives_the_held_out_score_before_and_after() -> None:
     )
 
 
+def test_an_agent_only_summary_has_no_designer_line_and_no_hinted_win_rate() -> None:
+    rows = [
+        {"step": s, "agent/plays": 8.0, "agent/win_rate": 0.5, "agent/return_mean": 0.5} for s in range(3)
+    ]
+    for mode in ("fixed_pool", "procedural"):
+        lines = run_summary(rows, mode=mode)
+        assert lines[1].startswith("  agent: win rate 0.50 in the first third -> 0.50 in the last third")
+        assert not any("designer" in line or "with hint" in line for line in lines)
+    assert run_summary(rows)[1].startswith("  designer: 0/0 designs valid")  # self-play says it designed none
+
+
 def test_peak_rss_counts_live_children() -> None:
     alone = resources.peak_rss_gb()
     assert alone > 0.005

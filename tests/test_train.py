@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from spade import designer, envs, phases, rewards
+from spade import designer, envs, phases, rewards, stopping
 from spade.checker import CheckReport, FindingCode
 from spade.config import (
     CheckerConfig,
     DesignerConfig,
+    EvalConfig,
     MemoryConfig,
     ModelConfig,
     PlayConfig,
@@ -281,6 +282,62 @@ def test_a_step_whose_every_play_fails_in_the_model_stops_the_run_resumably(
     assert len(RunDir(cfg.run_dir).read_metrics()) == 1  # the failed step left nothing behind
     monkeypatch.undo()  # the engine works again
     assert [r["step"] for r in train(cfg, resume=True, steps=2).read_metrics()] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("mode", "eval_every"),
+    [("selfplay", 0), ("fixed_pool", 0), ("fixed_pool", 1)],
+    ids=["design", "play", "eval"],
+)
+def test_replies_cut_by_a_stop_request_stop_the_run_and_are_not_scored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, eval_every: int
+) -> None:
+    """An engine ends its batch at once on a stop request, with error replies: the phase that asked for
+    them must stop the run there, not count them as failed designs, failed plays or wrong answers."""
+    from spade.backends.scripted import ScriptedPolicy  # noqa: PLC0415
+
+    async def cut(self: object, prompts: list[list[int]], params: object) -> list[Completion]:
+        stopping.request("SIGINT")  # Ctrl-C while the batch was sampled
+        return [Completion("", (), (), "error", error="stopped") for _ in prompts]
+
+    async def never(*_: object) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(ScriptedPolicy, "sample", cut)
+    # The watcher cancels the run at its next await; when the phase's last batch was the one cut, nothing is
+    # awaited before its replies are scored (as with hf): without the watcher, every phase meets that case.
+    monkeypatch.setattr(stopping, "_watch", never)
+    cfg = scripted_config(tmp_path, "valid", steps=1, mode=mode, eval=EvalConfig(every=eval_every, limit=2))
+    try:
+        with pytest.raises(stopping.Interrupted, match="stopped by SIGINT"):
+            train(cfg)
+    finally:
+        stopping.clear()
+    run = RunDir(cfg.run_dir)
+    assert run.read_metrics() == []
+    assert not (run.root / "eval").exists()  # no scores of cut replies
+    assert run.resume_point().step == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "line"),
+    [
+        ("fixed_pool", "step 0: next batch of the fixed pool (agent only: nothing is designed)"),
+        ("procedural", "step 0: next batch of Reasoning-Gym tasks at their current levels (agent only"),
+    ],
+)
+def test_agent_only_modes_say_what_they_do_and_summarise_no_designer(
+    tmp_path: Path, mode: str, line: str
+) -> None:
+    flags = [*SCRIPTED_FLAGS, "--mode", mode, "--steps", "1", "--runs-dir", str(tmp_path), "--name", mode]
+    out = subprocess.run([sys.executable, "-m", "spade.cli", "train", *flags], capture_output=True, text=True,
+                         timeout=300, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert line in out.stdout
+    assert "design\n" not in out.stdout
+    assert "Summary of 1 steps:\n  agent: win rate" in out.stdout  # no designer line
+    assert "designer:" not in out.stdout
+    assert "with hint" not in out.stdout
 
 
 @pytest.mark.parametrize("setting", ["games", "tool_use"])

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import re
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
+from spade import stopping
 from spade.backends import trainer as trainer_module
 from spade.backends.embedded import resolve_model
 from spade.backends.hf import HFPolicy
@@ -193,6 +195,42 @@ def test_gradient_checkpointing_recomputes_layers_and_keeps_the_update(tiny_dir:
     _assert_same_gradients(g1, g2)
     _assert_same_update_where_the_gradient_is_clear(before, (_params(plain), _params(checkpointed)), g1)
     assert not any(m.training for m in checkpointed.model.modules() if isinstance(m, torch.nn.Dropout))
+
+
+@pytest.fixture
+def no_stop_request() -> Iterator[None]:
+    """Forget any stop request a test makes (the flag is process-wide)."""
+    stopping.clear()
+    yield
+    stopping.clear()
+
+
+@pytest.mark.usefixtures("no_stop_request")
+@pytest.mark.parametrize("layer", [0, 1])
+def test_a_stop_request_ends_a_step_at_the_next_layer_and_changes_nothing(tiny_dir: Path, layer: int) -> None:
+    """Asked to stop in layer 0's forward, the step ends before layer 1's; in layer 1's (the last), before
+    the backward pass recomputes it. Either way no weight, gradient or step count changes."""
+    trainer = _trainer(tiny_dir, gradient_checkpointing=True, micro_batch_tokens=10_000)
+    calls = [0]
+
+    def ask_to_stop(*_: object) -> None:  # runs after the trainer's own check on this layer
+        calls[0] += 1
+        stopping.request("SIGINT")
+
+    hook = trainer.model.get_base_model().model.layers[layer].register_forward_pre_hook(ask_to_stop)
+    later = _layer_passes(trainer)  # counts the passes that get past every check
+    before = _params(trainer)
+    with pytest.raises(stopping.Interrupted, match="stopped by SIGINT"):
+        trainer.train_step(_samples())
+    assert calls[0] == 1
+    # layer 0's stop: layer 1 never ran; layer 1's: both ran forward, and the recompute of neither got past it
+    assert later[0] == 1 + layer
+    assert all(torch.equal(before[n], p) for n, p in _params(trainer).items())
+    assert all(p.grad is None for p in trainer.model.parameters())
+    assert trainer.step == 0
+    hook.remove()
+    stopping.clear()
+    assert trainer.train_step(_samples())["train/tokens"] > 0  # the next step, without a stop, trains
 
 
 def test_autocast_is_bfloat16_only_where_asked_and_fast(monkeypatch: pytest.MonkeyPatch) -> None:

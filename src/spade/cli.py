@@ -343,9 +343,28 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
 }
 
 
+CUT_PIPE = 128 + 13
+"""Exit status when stdout's reader went away: the status of a process ended by SIGPIPE."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``spade`` console script."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    """Entry point of the ``spade`` console script.
+
+    A reader that closes stdout before the command is done (``spade runs | head -3``) ends it quietly with
+    :data:`CUT_PIPE`, as SIGPIPE ends ``cat`` or ``grep`` there: not 0, because not all the output was
+    delivered (``set -o pipefail`` sees that), and not a traceback, because nothing went wrong.
+    """
+    try:
+        code = _dispatch(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # a cut pipe fails here, in the guard, rather than in the interpreter's last flush
+    except BrokenPipeError:
+        # The interpreter flushes stdout once more on exit; pointed at /dev/null that flush cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return CUT_PIPE
+    return code
+
+
+def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0 if args else 2

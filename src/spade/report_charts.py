@@ -43,7 +43,9 @@ def _figure() -> tuple[Any, Any]:
     from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
 
     fig, ax = plt.subplots(figsize=(5.6, 3.0), dpi=100)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    # Steps are whole numbers. With the default min_n_ticks=2 the locator gives up on integers when the view
+    # holds fewer than two (a 1-step run: -0.05..0.05) and ticks -0.04, -0.02, ...
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     ax.grid(alpha=0.3)
     ax.set_xlabel("step")
     return fig, ax
@@ -175,27 +177,33 @@ _LINE_CHARTS: tuple[tuple[str, str, Callable[[Rows], list[str]], str], ...] = (
     ("loss", "Losses", lambda r: _keys(r, "loss/"), "loss"),
     ("eval", "Evaluation scores", lambda r: _keys(r, "eval/"), "score"),
     ("speed", "Tokens per second", lambda r: _keys(r, "speed/"), "tokens/s"),
-    (
-        "mem",
-        "Process memory",
-        lambda r: [k for k in _keys(r, "") if re.search(r"mem_mb|rss|gpu_mem", k)],
-        "MB",
-    ),
     ("archive", "Environment archive", lambda r: _keys(r, "memory/"), "environments"),
 )
+_MEMORY = re.compile(r"(mem|rss)_(mb|gb)$")
+"""Memory metrics: the trainer's ``train/peak_mem_mb`` (MiB) and ``resources/*rss_gb`` (GB, 10^9 bytes)."""
+
+
+def memory(rows: Rows) -> Chart | None:
+    """Memory series on one axis in GB (10^9 bytes): MiB series are converted, so 3 GB never draws as 3."""
+    keys = [k for k in _keys(rows, "") if _MEMORY.search(k)]
+    scale = {k: 2**20 / 1e9 if k.endswith("_mb") else 1.0 for k in keys}
+    in_gb = [
+        {"step": r["step"], **{k: float(r[k]) * scale[k] for k in keys if isinstance(r.get(k), int | float)}}
+        for r in rows
+    ]
+    return _lines("mem", "Memory", in_gb, keys, "GB")
 
 
 def all_charts(rows: Rows) -> list[Chart]:
     """Every chart the run has data for, in reading order."""
-    out = [validity(rows)]
-    for key, title, keys, ylabel in _LINE_CHARTS[:2]:
-        out.append(_lines(key, title, rows, keys(rows), ylabel))
-    out += [regret(rows), heldout(rows)]
-    for key, title, keys, ylabel in _LINE_CHARTS[2:4]:
-        out.append(_lines(key, title, rows, keys(rows), ylabel))
-    out.append(time_per_phase(rows))
-    for key, title, keys, ylabel in _LINE_CHARTS[4:]:
-        out.append(_lines(key, title, rows, keys(rows), ylabel))
+    lines = {key: (title, keys, ylabel) for key, title, keys, ylabel in _LINE_CHARTS}
+
+    def line(key: str) -> Chart | None:
+        title, keys, ylabel = lines[key]
+        return _lines(key, title, rows, keys(rows), ylabel)
+
+    out = [validity(rows), line("win"), line("returns"), regret(rows), heldout(rows), line("loss"), line("eval"),
+           time_per_phase(rows), line("speed"), memory(rows), line("archive")]  # fmt: skip
     return [Chart(c.key, c.title, _scope(c.svg, c.key)) for c in out if c is not None]
 
 

@@ -173,6 +173,19 @@ class RunDir:
                 os.ftruncate(fd, 0)
             os.close(fd)
 
+    def let_go(self) -> None:
+        """Record that this process let go of the run (an empty ``run.lock``) without closing the lock.
+
+        For a process about to end by force after it was asked to stop: ``spade runs`` then shows the run as
+        stopped, not failed (the kernel drops the ``flock`` itself when the process ends). Does nothing when
+        the lock file names another process; never raises.
+        """
+        path = self.root / LOCK_NAME
+        if _read_pid(path) != os.getpid():
+            return
+        with contextlib.suppress(OSError), path.open("r+") as f:
+            f.truncate(0)
+
     # -- environments -----------------------------------------------------------------------------------
 
     def save_source(self, env_id: str, code: str, *, rejected: bool) -> Path:

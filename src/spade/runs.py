@@ -3,7 +3,8 @@
 Status: ``running`` (the pid in the run's ``run.lock`` is alive; a run without a lock file counts as
 running while it wrote something within the stale window), ``finished`` (every configured step is done),
 ``failed`` (the lock still names a process that is gone: it was killed before it could let go) or
-``stopped`` (ended before its last step and let go of its lock, e.g. Ctrl-C). A failed or stopped run
+``stopped`` (ended before its last step and let go of its lock: Ctrl-C or SIGTERM, also when the stop
+watchdog or a second signal ended the process by force, see :mod:`spade.stopping`). A failed or stopped run
 continues with ``spade train --resume``.
 """
 

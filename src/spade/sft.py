@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from spade import envs
+from spade import envs, stopping
 from spade.agent import GAME_SYSTEM, HINT_TEMPLATE
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.checker import CheckReport, FindingCode, acheck_env
@@ -213,6 +213,8 @@ async def warm_start(
     ``sft/*`` metrics.
 
     Raises:
+        spade.stopping.Interrupted: a stop was requested (checked before every step; the trainer may stop
+            within one too); nothing is stored.
         SpadeError: no script won an episode (nothing to imitate), no edit or strategy note was found where
             some were asked for, or ``sft.lr`` is set for a trainer that cannot change its learning rate (the
             multi-process leader).
@@ -250,12 +252,15 @@ async def warm_start(
     if cfg.sft.lr > 0.0 and set_lr is None:
         raise SpadeError("sft.lr needs a single-process trainer; leave it 0 to warm up at trainer.lr")
     previous = set_lr(cfg.sft.lr) if set_lr is not None and cfg.sft.lr > 0.0 else None
+    steps = -(-len(samples) // cfg.sft.batch)
+    progress(f"sft: training on {len(samples)} examples, {cfg.sft.epochs} epoch(s) of {steps} steps")
     rng = random.Random(cfg.seed)
     losses: list[float] = []
     try:
         for epoch in range(cfg.sft.epochs):
             order = rng.sample(range(len(samples)), len(samples))
             for start in range(0, len(order), cfg.sft.batch):
+                stopping.check()  # the steps hold the event loop: no cancellation reaches them
                 batch = [samples[i] for i in order[start : start + cfg.sft.batch]]
                 losses.append(trainer.train_step(batch).get("train/nll", float("nan")))
             progress(f"sft: epoch {epoch + 1}/{cfg.sft.epochs}, reply loss {losses[-1]:.3f}")

@@ -4,11 +4,14 @@ Generation runs in worker threads (``asyncio.to_thread``) that cancelling a task
 ``asyncio.run`` waits for them before it returns. So a stop is cooperative: :func:`request` sets a flag that
 the hf backend checks between decode steps and the vllm backend between engine steps (both then end their
 batch at once), :func:`run_until_stopped` cancels the loop's main task when the flag is set, and the run
-ends with :class:`Interrupted`. Checkpoints are atomic, so the run resumes from its last complete step.
+ends with :class:`Interrupted`. Synchronous work that holds the event loop, so that no cancellation reaches
+it (the warm start's supervised steps, the trainer's forward and backward passes), calls :func:`check`
+between its pieces instead. Checkpoints are atomic, so the run resumes from its last complete step.
 
 :func:`handle_signals` installs the handlers (the CLI does): the first signal asks for a clean stop and arms
 a watchdog that ends the process after ``grace_s`` seconds whatever is still running; a second signal ends
-it at once. Either way the message given (the exact resume command) is printed first.
+it at once. Either way the message given (the exact resume command) is printed first, and ``on_forced_exit``
+runs: the process was asked to stop, so the CLI records the run as stopped, not as killed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, NoReturn, TypeVar
 
 from spade.errors import SpadeError
@@ -48,6 +51,16 @@ def request(signal_name: str = "a stop request") -> None:
 def requested() -> bool:
     """Whether a stop was requested (cheap: engines call it at every decode step)."""
     return _STOP.is_set()
+
+
+def check() -> None:
+    """Raise :class:`Interrupted` when a stop was requested: the stop point of synchronous loops.
+
+    Raises:
+        Interrupted: a stop was requested; the caller's work is abandoned (the last checkpoint stands).
+    """
+    if _STOP.is_set():
+        raise Interrupted(_SIGNAL[0] if _SIGNAL else "a stop request")
 
 
 def clear() -> None:
@@ -91,23 +104,32 @@ def exit_now(code: int, message: str = "") -> NoReturn:
 
 
 @contextlib.contextmanager
-def handle_signals(message: str, *, grace_s: float = 10.0) -> Iterator[None]:
+def handle_signals(
+    message: str, *, grace_s: float = 10.0, on_forced_exit: Callable[[], None] | None = None
+) -> Iterator[None]:
     """SIGINT and SIGTERM stop the run cleanly (see the module docstring) while the block runs.
 
     Args:
         message: printed when the process has to be ended by force (the resume command).
         grace_s: how long a clean stop may take before the watchdog ends the process.
+        on_forced_exit: called (from the watchdog thread or the signal handler) just before the process is
+            ended by force; it must be quick and must not raise.
     """
+
+    def force(code: int, text: str) -> None:
+        if on_forced_exit is not None:
+            on_forced_exit()
+        exit_now(code, text)
 
     def on_signal(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
         code = 128 + signum
         if _STOP.is_set():  # second signal: do not wait any longer
-            exit_now(code, f"\n{name} again: ending now. {message}")
+            force(code, f"\n{name} again: ending now. {message}")
         request(name)
         sys.stderr.write(f"\n{name}: stopping (a second {name} ends at once)\n")
         watchdog = threading.Timer(
-            grace_s, exit_now, args=(code, f"still busy {grace_s:g} s after {name}: ending now. {message}")
+            grace_s, force, args=(code, f"still busy {grace_s:g} s after {name}: ending now. {message}")
         )
         watchdog.daemon = True
         watchdog.start()

@@ -84,31 +84,48 @@ def heldout(rows: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-def run_summary(rows: Sequence[dict[str, Any]], plays: Sequence[Played] = ()) -> list[str]:
-    """Lines saying how validity, wins, regret, designer learning signal, speed and memory went (over the
-    steps' rows: a row of the run's final evaluation alone is not a step); ``plays``: the archive's per
-    environment and step win rates (:func:`spade.memory.Memory.played`)."""
-    evals = heldout(rows)
-    rows = [r for r in rows if "agent/plays" in r]
-    if not rows:
-        return ["No step finished: nothing to summarise."]
-    first, last = thirds(rows)
+def _designer_line(rows: Sequence[dict[str, Any]]) -> str:
+    """Designs, validity, samples trained and regret over the run."""
     regen = [r for r in rows if "designer/envs" in r]
     credited = [r for r in rows if "designer/credited" in r]
     designs = sum(int(r["designer/envs"]) for r in regen)
     valid = sum(round(r["designer/valid_rate"] * r["designer/envs"]) for r in regen)
     kept = [int(r.get("designer/samples_kept", 0)) for r in credited]
-    return [
-        f"Summary of {len(rows)} steps:",
+    return (
         f"  designer: {valid}/{designs} designs valid ({_fmt(valid / designs if designs else None)}) over "
         f"{len(regen)} regenerations; samples trained per regeneration {kept or 'none'}; "
         f"mean regret {_fmt(_mean(credited, 'designer/regret_mean'), '+.3f')} "
         f"({sum(int(r.get('designer/regret_measured', 0)) for r in credited)} environments measured"
         + _regret_range(credited)
-        + ")",
+        + ")"
+    )
+
+
+def run_summary(
+    rows: Sequence[dict[str, Any]], plays: Sequence[Played] = (), *, mode: str = "selfplay"
+) -> list[str]:
+    """Lines saying how validity, wins, regret, designer learning signal, speed and memory went (over the
+    steps' rows: a row of the run's final evaluation alone is not a step); ``plays``: the archive's per
+    environment and step win rates (:func:`spade.memory.Memory.played`). The agent-only modes
+    (``fixed_pool``, ``procedural``) design and hint nothing: their summary has no designer line and no
+    hinted win rate."""
+    evals = heldout(rows)
+    rows = [r for r in rows if "agent/plays" in r]
+    if not rows:
+        return ["No step finished: nothing to summarise."]
+    first, last = thirds(rows)
+    selfplay = mode == "selfplay"
+    hint = (
+        f"; with hint {_fmt(_mean(rows, 'agent/win_rate_hint'))} vs without {_fmt(_mean(rows, 'agent/win_rate'))}"
+        if selfplay
+        else ""
+    )
+    return [
+        f"Summary of {len(rows)} steps:",
+        *([_designer_line(rows)] if selfplay else []),
         f"  agent: win rate {_fmt(_mean(first, 'agent/win_rate'))} in the first third -> "
-        f"{_fmt(_mean(last, 'agent/win_rate'))} in the last third; with hint "
-        f"{_fmt(_mean(rows, 'agent/win_rate_hint'))} vs without {_fmt(_mean(rows, 'agent/win_rate'))}"
+        f"{_fmt(_mean(last, 'agent/win_rate'))} in the last third"
+        + hint
         + _seed_wins(first, last)
         + _matched_wins(first, last, plays)
         + _constant_groups(rows),

@@ -239,6 +239,8 @@ async def _loop(
     evaluator = TrainEval(cfg, run.root)  # held-out evaluation (spade.evals.intrain); off when every=0
     try:
         while state.step < cfg.steps and not _budget_spent(cfg, state):
+            if evaluator.due(state.step):
+                progress(f"step {state.step}: evaluate on {', '.join(cfg.eval.suites)}")
             evals = await evaluator.at_step(c.policy, state.step)
             started = time.perf_counter()
             row = await run_step(cfg, c, state, progress)
@@ -322,10 +324,11 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     regen = step % cfg.designer.regen_interval == 0 or not state.current
     designed: list[DesignOutcome] = []
     if regen:
-        progress(f"step {step}: design")
+        progress(f"step {step}: {_regen_line(cfg)}")
         t0 = time.perf_counter()
         if cfg.mode == "selfplay":
             designed, design_metrics = await design_phase(cfg, c, step)
+            stopping.check()  # designs cut by a stop request are no designs to play
             row.update(design_metrics)
         state.current = _choose_current(cfg, c.memory, designed, step)
         row["time/design_s"] = time.perf_counter() - t0 - row.get("time/check_s", 0.0)
@@ -334,6 +337,7 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     t0 = time.perf_counter()
     levels = {procedural.env_id(k): v.level for k, v in state.levels.items()}
     trajectories = await _play(cfg, c, state.current, designed, step, levels=levels)
+    stopping.check()  # plays cut by a stop request end as model errors: they are no outcome to score
     row["time/play_s"] = time.perf_counter() - t0
     failed = [t for t in trajectories if t.status is PlayStatus.MODEL_ERROR]
     if failed and len(failed) == len(trajectories):
@@ -373,6 +377,15 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
 
 
 # -- which environments are played -------------------------------------------------------------------------
+
+
+def _regen_line(cfg: TrainConfig) -> str:
+    """What a regeneration does in ``cfg.mode`` (the progress line)."""
+    if cfg.mode == "fixed_pool":
+        return "next batch of the fixed pool (agent only: nothing is designed)"
+    if cfg.mode == "procedural":
+        return "next batch of Reasoning-Gym tasks at their current levels (agent only: nothing is designed)"
+    return "design"
 
 
 def _choose_current(

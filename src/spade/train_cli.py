@@ -4,14 +4,15 @@
 Everything that can be checked is checked before a run directory is touched (:mod:`spade.preflight`);
 every error the project raises on purpose prints as one line. Exit status: 0 finished, 1 the run stopped
 on a failure (a model-server outage), 2 bad options or a run directory that cannot be used as it is,
-128 + the signal number when SIGINT/SIGTERM stopped it. Whenever a run stops early, the last line is the
-exact command that continues it.
+128 + the signal number when SIGINT/SIGTERM stopped it, 141 when stdout's reader went away. Whenever a
+run stops early, the last line is the exact command that continues it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
 import shlex
 import signal
@@ -190,22 +191,30 @@ def run_cli(argv: Sequence[str]) -> int:
     again = resume_command(run_dir)
     try:
         grace_s = float(os.environ.get("SPADE_STOP_GRACE_S", "10"))
-        with stopping.handle_signals(f"The run resumes from its last checkpoint: {again}", grace_s=grace_s):
+        # A process ended by force after a stop request still stopped on request: its checkpoints are
+        # atomic and it resumes from the last one, so the run is recorded as let go (stopped), not failed.
+        with stopping.handle_signals(
+            f"The run resumes from its last checkpoint: {again}",
+            grace_s=grace_s,
+            on_forced_exit=RunDir(run_dir).let_go,
+        ):
             run = _train(args, cfg, run_dir, explicit_steps, runtime)
     except stopping.Interrupted as exc:
         print(f"spade train: {exc}{_after_stop(run_dir)}", file=sys.stderr)
         code = 128 + (int(signal.Signals[exc.signal_name]) if exc.signal_name in ("SIGINT", "SIGTERM") else 2)
         stopping.exit_now(code)  # the run is saved and closed; skip seconds of interpreter teardown
+    except BrokenPipeError:  # stdout's reader went away: spade.cli ends the command quietly
+        raise
     except (SpadeError, ConfigError, OSError) as exc:
-        code = 2 if _is_setup_error(exc) else 1
-        print(f"spade train: {exc}{'' if code == 2 else _after_stop(run_dir)}", file=sys.stderr)
+        code, after = _failure(exc, run_dir)
+        print(f"spade train: {exc}{after}", file=sys.stderr)
         return code
     from spade.memory import Memory  # noqa: PLC0415 - only needed once the run is done
     from spade.summary import run_summary  # noqa: PLC0415
 
     with Memory.in_run_dir(run.root) as memory:
         plays = memory.played()
-    print("\n".join(run_summary(run.read_metrics(), plays)))
+    print("\n".join(run_summary(run.read_metrics(), plays, mode=cfg.mode)))
     print(
         f"Run finished: {run.root} (metrics: {run.metrics_path}; curves: tensorboard --logdir {run.root / 'tb'})"
     )
@@ -228,6 +237,47 @@ def _train(
             target, resume=True, progress=progress, overwrite=args.overwrite, steps=steps, runtime=runtime
         )
     return train(cfg, progress=progress, overwrite=args.overwrite)
+
+
+_RETRY_FAILS = {
+    errno.EACCES: "this user may not write there",
+    errno.EPERM: "this user may not write there",
+    errno.EROFS: "the file system is read-only",
+    errno.ENOTDIR: "part of the path is a file, not a folder",
+    errno.EEXIST: "part of the path is a file, not a folder",
+    errno.ENOENT: "no folder can be made there",
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+}
+"""File-system errors that running the same command again meets again, and why."""
+
+
+def _failure(exc: BaseException, run_dir: Path) -> tuple[int, str]:
+    """The exit code of a run that ended on ``exc`` and the end of its message (what to do next).
+
+    A file-system error under the run directory before the run started is a setup error (status 2, nothing
+    kept) that no retry cures: the message says so and what to change, not "run the same command again".
+    """
+    if _is_setup_error(exc):
+        return 2, ""
+    if not isinstance(exc, OSError) or exc.errno not in _RETRY_FAILS:
+        return 1, _after_stop(run_dir)
+    why = _RETRY_FAILS[exc.errno]
+    if (run_dir / "config.json").exists() or not _under(exc, run_dir):
+        return 1, _after_stop(run_dir)
+    fix = "free space there or choose" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "choose"
+    return 2, (
+        f"; nothing was kept. The same command would fail again, {why}: {fix} another --runs-dir "
+        f"(now {run_dir.parent}) or --name"
+    )
+
+
+def _under(exc: OSError, run_dir: Path) -> bool:
+    """Whether the path ``exc`` names is the run directory, one of its parents or inside it."""
+    if not isinstance(exc.filename, str | os.PathLike):
+        return False
+    path = Path(exc.filename)
+    return path == run_dir or path in run_dir.parents or run_dir in path.parents
 
 
 def _is_setup_error(exc: BaseException) -> bool:

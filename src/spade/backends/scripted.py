@@ -5,7 +5,8 @@ The scripted policy recognises the three kinds of request the loop makes (design
 * design: a quiz environment (a chain of arithmetic questions, parameters varied per request) for a games
   skill, a stock register in the multi-turn tool contract (3-5 instructions, answer ``done``) for a tool
   skill, or, by its ``behaviour``, broken code (syntax errors, rewards out of range, no termination) or
-  hostile code (loops, ``os._exit``, memory bombs, sockets);
+  hostile code (loops, ``os._exit``, memory bombs, sockets); asked for a ``lines`` edit (cpu-tiny's
+  designer), the parent's level table rewritten (:mod:`spade.backends.scripted_lines`);
 * hint: a strategy hint;
 * review: ACCEPT for quizzes of up to 4 questions (registers of up to 3 instructions), REJECT otherwise;
 * play: the right answer to the last question (or the right tool call for the last instruction, then
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from spade import procedural, prompts
+from spade.backends.scripted_lines import line_edit_reply
+from spade.edits import LINES_SYSTEM
 from spade.pyast import parse_expression
 from spade.skills import GAME_SKILLS
 from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSample
@@ -226,6 +229,14 @@ HOSTILE = {
 }
 
 
+def _kind(prompt: str, behaviour: Behaviour) -> str:
+    """What a design answers: ``behaviour``, or for ``mixed`` valid, broken or hostile by the prompt."""
+    if behaviour != "mixed":
+        return behaviour
+    u = _unit("design" + prompt)
+    return "valid" if u < 0.6 else "broken" if u < 0.8 else "hostile"
+
+
 def design_reply(prompt: str, behaviour: Behaviour) -> str:
     """The scripted designer's reply to a design prompt."""
     u = _unit("design" + prompt)
@@ -238,9 +249,7 @@ def design_reply(prompt: str, behaviour: Behaviour) -> str:
         "hi": 5 + int(u * 40),
         "ops": ["+", "-", "*"][: 1 + int(u * 7) % 3],
     }
-    kind = behaviour
-    if behaviour == "mixed":
-        kind = "valid" if u < 0.6 else "broken" if u < 0.8 else "hostile"
+    kind = _kind(prompt, behaviour)
     if kind == "broken":
         source = list(BROKEN.values())[int(u * 1e6) % len(BROKEN)]
     elif kind == "hostile":
@@ -343,6 +352,8 @@ class ScriptedPolicy:
         ):  # accepts short quizzes only, so reviews both accept and reject
             longest = any(f"({n})" in prompt for n in ("5 questions", "4 instructions", "5 instructions"))
             text = "\\boxed{REJECT}" if longest else "Coherent and winnable. \\boxed{ACCEPT}"
+        elif LINES_SYSTEM[:50] in prompt:
+            text = line_edit_reply(prompt, _kind(prompt, self.behaviour), _unit("lines" + prompt))
         elif any(m in prompt for m in _DESIGN_MARKERS):
             text = design_reply(prompt, self.behaviour)
         elif any(m in prompt for m in _HINT_MARKERS):

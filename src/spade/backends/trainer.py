@@ -15,6 +15,12 @@ Gradient checkpointing (``gradient_checkpointing``) recomputes each decoder laye
 transformers only checkpoints layers in training mode, so the decoder layers alone are flagged as training:
 their dropout-bearing submodules stay in eval mode, and the recomputed pass is the forward pass.
 
+Stopping: in a single process a stop request (:mod:`spade.stopping`) ends an update between micro-batches
+and, inside a pass, at the next decoder layer (a forward pre-hook; with gradient checkpointing the backward
+pass runs each layer's forward again, so it stops there too). The step's gradients are dropped, the weights
+and the optimiser stay as they were, and :class:`~spade.stopping.Interrupted` is raised. The ranks of a
+multi-process launch finish their step: they must all make the same collectives.
+
 Mixed precision (``autocast``): the passes run under ``torch.autocast`` in bfloat16 while the weights,
 gradients and AdamW stay float32 and log-softmax is taken in float32 (``spade.grpo.token_logprobs``), the
 usual mixed-precision split (a step of 8 × 512 tokens on a 2-core AVX512-BF16 CPU: 1.9× faster).
@@ -47,7 +53,7 @@ import datetime
 import random
 import resource
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +61,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from spade import stopping
 from spade.backends.embedded import resolve_model
 from spade.backends.hf import DTYPES, fast_bf16, pick_device
 from spade.config import ModelConfig, TrainConfig, TrainerConfig
@@ -126,6 +133,8 @@ class TorchTrainer:
         self.model.eval()
         if cfg.gradient_checkpointing:
             _checkpoint_layers(self._unwrapped())
+        if self.accelerator is None:
+            _stop_between_layers(self._unwrapped(), self._check_stop)
         self.step = 0
 
     @classmethod
@@ -160,7 +169,11 @@ class TorchTrainer:
     # -- Trainer ---------------------------------------------------------------------------------------------
 
     def train_step(self, samples: Sequence[TrainSample]) -> dict[str, float]:
-        """One optimiser step over ``samples``; returns ``train/*``, ``loss/<role>`` and ``time/*`` metrics."""
+        """One optimiser step over ``samples``; returns ``train/*``, ``loss/<role>`` and ``time/*`` metrics.
+
+        Raises:
+            spade.stopping.Interrupted: a stop was requested during the step, which is then not taken.
+        """
         start = time.perf_counter()
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -180,14 +193,8 @@ class TorchTrainer:
             if (of_role := [s for s in mine if s.role == role])
             for group in pack_micro_batches([len(s.tokens_T) for s in of_role], self.cfg.micro_batch_tokens)
         ]
-        parts: list[LossParts] = []
-        role_loss: dict[str, float] = {}
         with compact_heap() if self.cfg.compact_heap else contextlib.nullcontext():
-            for k, (role, batch) in enumerate(batches):
-                with self._no_sync(last=k == len(batches) - 1):
-                    part = self._micro_step(batch, scale=world / tokens)
-                parts.append(part)
-                role_loss[role] = role_loss.get(role, 0.0) + float(part.loss_sum)
+            parts, role_loss = self._accumulate(batches, scale=world / tokens)
             grad_norm = self._clip_and_step()
         self.step += 1
         metrics = _summarise(parts, tokens)
@@ -301,6 +308,34 @@ class TorchTrainer:
                     logits = self.model(input_ids=ids).logits
                 out.append(token_logprobs(logits[:, :-1], ids[:, 1:])[0].tolist())
         return out
+
+    def _accumulate(
+        self, batches: Sequence[tuple[str, Sequence[TrainSample]]], *, scale: float
+    ) -> tuple[list[LossParts], dict[str, float]]:
+        """Gradients of every micro-batch; the loss parts and each role's loss sum.
+
+        Raises:
+            spade.stopping.Interrupted: a stop was requested (single process only, see the module docstring);
+                the gradients gathered so far are dropped, so the weights and the optimiser are untouched.
+        """
+        parts: list[LossParts] = []
+        role_loss: dict[str, float] = {}
+        try:
+            for k, (role, batch) in enumerate(batches):
+                self._check_stop()
+                with self._no_sync(last=k == len(batches) - 1):
+                    part = self._micro_step(batch, scale=scale)
+                parts.append(part)
+                role_loss[role] = role_loss.get(role, 0.0) + float(part.loss_sum)
+        except stopping.Interrupted:
+            self.optimizer.zero_grad(set_to_none=True)
+            raise
+        return parts, role_loss
+
+    def _check_stop(self) -> None:
+        # Ranks of a multi-process launch must make the same collectives: only a lone process stops mid-step.
+        if self.accelerator is None:
+            stopping.check()
 
     def _micro_step(self, batch: Sequence[TrainSample], scale: float) -> LossParts:
         ids, attention, mask, sample_lp = _pad(batch, self.device)
@@ -437,6 +472,16 @@ def _checkpoint_layers(model: Any) -> None:
     for module in model.modules():
         if isinstance(module, GradientCheckpointingLayer):
             module.training = True  # the layer's own flag only: what gates checkpointing, not dropout
+
+
+def _stop_between_layers(model: Any, check: Callable[[], None]) -> None:
+    """Call ``check`` before every decoder layer's forward: a stop request then ends a pass (and, with
+    gradient checkpointing, a backward pass, which runs each layer's forward again) at the next layer."""
+    from transformers.modeling_layers import GradientCheckpointingLayer  # noqa: PLC0415
+
+    for module in model.modules():
+        if isinstance(module, GradientCheckpointingLayer):
+            module.register_forward_pre_hook(lambda _module, _args: check())
 
 
 def _loss_tokens(sample: TrainSample) -> int:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spade import stopping
 from spade.config import EvalConfig, PlayConfig, TrainConfig
 from spade.evals.base import EvalOptions, ItemResult
 from spade.evals.results import SUMMARY, write_results
@@ -88,7 +89,11 @@ class TrainEval:
         return {"step": steps, **await self.evaluate(policy, steps)}
 
     async def evaluate(self, policy: Policy, updates: int) -> dict[str, float]:
-        """Run every suite (each guarded), write ``eval/step_<updates>``, return the metrics."""
+        """Run every suite (each guarded), write ``eval/step_<updates>``, return the metrics.
+
+        Raises:
+            spade.stopping.Interrupted: a stop was requested while the suites ran; nothing is written.
+        """
         started = time.perf_counter()
         metrics: dict[str, float] = {}
         reports: list[SuiteReport] = []
@@ -100,6 +105,7 @@ class TrainEval:
                 continue
             reports.append(report)
             metrics.update(report_metrics(report))
+        stopping.check()  # replies cut by a stop request would be scored as wrong: write no results
         if reports:
             items: dict[str, list[ItemResult]] = {r.name: r.items for r in reports}
             summary = results_summary(reports, policy) | {"updates": updates}
