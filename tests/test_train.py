@@ -174,6 +174,22 @@ def test_design_retries_fill_slots_and_keep_every_failed_attempt(tmp_path: Path)
     assert len(list((tmp_path / "retry" / "envs").glob("s00000_*.py"))) == valid
 
 
+def test_extra_plays_go_to_constant_groups_only_and_lower_their_share(tmp_path: Path) -> None:
+    base = scripted_config(tmp_path, "valid", steps=2, name="base", rollout=RolloutConfig(plays_per_env=2))
+    more = dataclasses.replace(base, name="more", rollout=RolloutConfig(plays_per_env=2, extra_plays=4))
+    rows = {c.name: train(c).read_metrics() for c in (base, more)}
+    before, after = rows["base"][0], rows["more"][0]  # step 0: the same policy plays the same first games
+    constant = round(before["agent/constant_group_share"] * before["agent/plays"] / 2)  # groups of 2
+    assert constant > 0
+    assert before["agent/extra_plays"] == 0.0
+    assert after["agent/extra_plays"] == 4 * constant  # 4 more plays of every constant group, none else
+    assert after["agent/plays"] == before["agent/plays"] + after["agent/extra_plays"]
+    assert after["agent/constant_group_share"] < before["agent/constant_group_share"]
+    assert sum(r["agent/constant_group_share"] for r in rows["more"]) < sum(
+        r["agent/constant_group_share"] for r in rows["base"]
+    )
+
+
 def test_a_rejected_design_is_checked_unless_its_code_was_never_extracted() -> None:
     def outcome(valid: bool, reason: str) -> phases.DesignOutcome:
         return phases.DesignOutcome("e", "logic", "edit", valid, "e", None, reason)

@@ -324,6 +324,10 @@ class RolloutConfig:
     """Unhinted plays per environment per step (the agent's GRPO group)."""
     hint_plays_per_env: int = 16
     """Hinted plays per new environment; the paired no-hint arm reuses their seeds."""
+    extra_plays: int = 0
+    """Unhinted plays added, once, to an environment whose ``plays_per_env`` plays all returned the same: a
+    constant group carries no gradient, and with more plays it may not be constant (a bounded form of
+    DAPO's dynamic sampling; the plays' tokens count against ``sampled_token_budget``). 0: off."""
     max_concurrent_plays: int = 128
     """Plays run at once (also capped by sandbox.max_live_instances)."""
     batch_gather_s: float = 0.0
@@ -707,6 +711,9 @@ def validate(cfg: TrainConfig) -> None:
     )
     _require(t.weight_decay >= 0.0 and t.tis_cap > 0.0, "trainer.weight_decay must be >= 0 and tis_cap > 0")
     _require(
+        cfg.rollout.extra_plays >= 0, f"rollout.extra_plays must be >= 0 (got {cfg.rollout.extra_plays})"
+    )
+    _require(
         cfg.rollout.plays_per_env >= 2,
         "rollout.plays_per_env must be >= 2: group-relative advantages need at least two plays",
     )
@@ -915,7 +922,11 @@ CPU_TINY = TrainConfig(
     ),
     # 8 hinted plays beside the 4 unhinted ones of the creation step: with win rates of 0.1-0.3, 4 + 4 plays
     # all lost (regret exactly 0) about half the time
-    rollout=RolloutConfig(plays_per_env=4, hint_plays_per_env=8, max_concurrent_plays=48, batch_gather_s=0.1),
+    # An environment whose 4 plays all returned the same (at win rates of 0.1-0.2, two groups in three) is
+    # played 4 more times: a group of 8 is constant about half as often, for plays on those groups only.
+    rollout=RolloutConfig(
+        plays_per_env=4, hint_plays_per_env=8, extra_plays=4, max_concurrent_plays=48, batch_gather_s=0.1
+    ),
     # The released recipe's blend (plateau of the window's mean return, and regret), credited after the
     # regeneration's interval like the paper preset: with the plateau term a regeneration whose hints all
     # hurt (every floored regret 0) still ranks its designs, so the designer learns at every regeneration.

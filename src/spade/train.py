@@ -338,6 +338,10 @@ async def run_step(cfg: TrainConfig, c: Components, state: LoopState, progress: 
     levels = {procedural.env_id(k): v.level for k, v in state.levels.items()}
     trajectories = await _play(cfg, c, state.current, designed, step, levels=levels)
     stopping.check()  # plays cut by a stop request end as model errors: they are no outcome to score
+    more = await _play_more(cfg, c, trajectories, step, levels=levels)
+    stopping.check()
+    trajectories += more
+    row["agent/extra_plays"] = float(len(more))
     row["time/play_s"] = time.perf_counter() - t0
     failed = [t for t in trajectories if t.status is PlayStatus.MODEL_ERROR]
     if failed and len(failed) == len(trajectories):
@@ -456,6 +460,35 @@ async def _play(
             hints = new[env_id].hints_for(rc.hint_plays_per_env)
             jobs += [PlayJob(env_id, code, s, h) for s, h in zip(seeds, hints, strict=False) if h]
     # More concurrent plays than live sandbox instances would only queue threads on instance slots.
+    limit = min(rc.max_concurrent_plays, cluster.instance_capacity(cfg))
+    return await run_jobs(c.runner, c.policy, jobs, cfg.play, max_concurrent=limit)
+
+
+async def _play_more(
+    cfg: TrainConfig,
+    c: Components,
+    trajectories: Sequence[Trajectory],
+    step: int,
+    *,
+    levels: Mapping[str, int],
+) -> list[Trajectory]:
+    """``rollout.extra_plays`` more unhinted plays of each environment whose unhinted plays all returned the
+    same, on the seeds after the first ``plays_per_env`` (those of its hinted plays, when it has them)."""
+    rc = cfg.rollout
+    returns: dict[str, set[float]] = {}
+    for t in trajectories:
+        if not t.hinted and t.status is not PlayStatus.ENV_ERROR:
+            returns.setdefault(t.env_id, set()).add(round(t.episode_return, 9))
+    constant = [env_id for env_id, seen in returns.items() if len(seen) == 1]
+    if rc.extra_plays <= 0 or not constant:
+        return []
+    jobs = [
+        PlayJob(env_id, c.memory.get(env_id).code, seed, difficulty=levels.get(env_id))
+        for env_id in constant
+        for seed in episode_seeds(cfg.seed, step, env_id, rc.plays_per_env + rc.extra_plays)[
+            rc.plays_per_env :
+        ]
+    ]
     limit = min(rc.max_concurrent_plays, cluster.instance_capacity(cfg))
     return await run_jobs(c.runner, c.policy, jobs, cfg.play, max_concurrent=limit)
 
