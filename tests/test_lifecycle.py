@@ -163,7 +163,7 @@ import sys, time
 from spade import train_cli
 from spade.rundir import RunDir
 
-def stuck(args, cfg, run_dir, steps):  # work no stop request reaches (a long C call, a hung thread)
+def stuck(args, cfg, run_dir, steps, *rest):  # work no stop request reaches (a long C call, a hung thread)
     run = RunDir(run_dir)
     with run.lock():
         run.create(cfg)

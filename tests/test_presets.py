@@ -49,7 +49,9 @@ def test_the_scripted_designer_writes_cpu_tinys_line_edits(
              "--steps", "1", "--sft.episodes", "0", "--sft.designs", "0", "--sft.hints", "0"]  # fmt: skip
     cfg, _ = parse_config([*flags, "--runs-dir", str(tmp_path), "--name", behaviour])
     row = _rows(train(cfg).root)[0]
-    assert row["designer/envs"] == cfg.designer.envs_per_regen == 4
+    # every slot of a valid regeneration filled at once; a rejected design is retried (designer.attempts 2)
+    want = 4 if behaviour == "valid" else 4 * cfg.designer.attempts
+    assert row["designer/envs"] == want
     assert row["designer/valid_rate"] == valid, {k: v for k, v in row.items() if "rejected" in k}
 
 

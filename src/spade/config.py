@@ -945,9 +945,6 @@ CPU_TINY = TrainConfig(
         autocast="auto",
     ),
     memory=MemoryConfig(capacity=50),
-    # The held-out score before and after (the run summary prints both): the lock at 26 sizes it never plays,
-    # once each, played as training plays; at the first and the last step only (≈1 min each).
-    eval=EvalConfig(every=9, suites=("envs:variants:combination_lock",), limit=None, temperature=0.6),
     # Imitating 16 binary-search games (one pass, ~2 min) takes the lock's win rate from ~0 to 0.1-0.3, not
     # to 1 (two passes: 0.6-1.0, often every game of a group won): RL then has groups with and without
     # wins. The designer (the same model) imitates 16 checked one-number edits alongside: without them 1 to
