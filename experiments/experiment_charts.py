@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from spade.report_charts import tokens_before
+from spade.summary import eval_suites
 
 Rows = list[dict[str, Any]]
 MARKERS = ("o", "s", "^", "D", "v")
@@ -32,8 +33,8 @@ def mode_curve(runs: Sequence[Rows], key: str, x: str = "step") -> tuple[list[fl
 
 def eval_keys(rows: Mapping[str, Mapping[str, Rows]]) -> list[str]:
     """Every ``eval/<suite>/score`` key any run logged."""
-    keys = {k for runs in rows.values() for rs in runs.values() for r in rs for k in r}
-    return sorted(k for k in keys if k.startswith("eval/") and k.endswith("/score") and k.count("/") == 2)
+    every = [r for runs in rows.values() for rs in runs.values() for r in rs]
+    return [f"eval/{suite}/score" for suite in eval_suites(every)]
 
 
 def draw(

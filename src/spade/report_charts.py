@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spade.summary import eval_suites
+
 Rows = Sequence[dict[str, Any]]
 
 
@@ -125,8 +127,7 @@ def tokens_before(rows: Rows) -> dict[int, float]:
 
 def heldout(rows: Rows) -> Chart | None:
     """Each in-training evaluation suite's score against the sampled tokens spent, with its 95% interval."""
-    suites = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("eval/") and k.count("/") == 2
-                     and k.endswith("/score")})  # fmt: skip
+    suites = eval_suites(rows)
     spent = tokens_before(rows)
     if not suites:
         return None

@@ -67,14 +67,19 @@ def _score(row: dict[str, Any], suite: str) -> str:
     return f"{row[p + '/score']:.3f} [{row.get(p + '/ci95_lo', 0.0):.3f}, {row.get(p + '/ci95_hi', 0.0):.3f}]"
 
 
+def eval_suites(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The in-training evaluation suites whose overall score (``eval/<suite>/score``) some row logged."""
+    keys = {
+        k for r in rows for k in r if k.startswith("eval/") and k.count("/") == 2 and k.endswith("/score")
+    }
+    return sorted(k.split("/")[1] for k in keys)
+
+
 def heldout(rows: Sequence[dict[str, Any]]) -> list[str]:
     """One line per in-training evaluation suite: its score with 95% interval at the first and the last
     evaluation (``eval.*``: the held-out score before and after training), when it was evaluated twice."""
     out = []
-    keys = sorted(
-        {k for r in rows for k in r if k.startswith("eval/") and k.count("/") == 2 and k.endswith("/score")}
-    )
-    for suite in (k.split("/")[1] for k in keys):
+    for suite in eval_suites(rows):
         mine = [r for r in rows if f"eval/{suite}/score" in r]
         if len(mine) > 1:
             first, last = mine[0], mine[-1]

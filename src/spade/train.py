@@ -459,8 +459,12 @@ async def _play(
         if env_id in new:  # hinted arm: one code-only hint for every seed, or one hint per seed
             hints = new[env_id].hints_for(rc.hint_plays_per_env)
             jobs += [PlayJob(env_id, code, s, h) for s, h in zip(seeds, hints, strict=False) if h]
+    return await _run_plays(cfg, c, jobs)
+
+
+async def _run_plays(cfg: TrainConfig, c: Components, jobs: Sequence[PlayJob]) -> list[Trajectory]:
     # More concurrent plays than live sandbox instances would only queue threads on instance slots.
-    limit = min(rc.max_concurrent_plays, cluster.instance_capacity(cfg))
+    limit = min(cfg.rollout.max_concurrent_plays, cluster.instance_capacity(cfg))
     return await run_jobs(c.runner, c.policy, jobs, cfg.play, max_concurrent=limit)
 
 
@@ -489,8 +493,7 @@ async def _play_more(
             rc.plays_per_env :
         ]
     ]
-    limit = min(rc.max_concurrent_plays, cluster.instance_capacity(cfg))
-    return await run_jobs(c.runner, c.policy, jobs, cfg.play, max_concurrent=limit)
+    return await _run_plays(cfg, c, jobs)
 
 
 # -- rewards -----------------------------------------------------------------------------------------------
