@@ -46,27 +46,63 @@ def pilot_items(out: Path, suite: str) -> dict[str, list[dict[str, list[float]]]
     return found
 
 
-def synthetic(runs: Sequence[Items], seeds: int, episodes: int, rng: np.random.Generator) -> list[Items]:
-    """``seeds`` evaluations drawn from the pilot's: a seed with replacement, then ``episodes`` of each item."""
+def synthetic(
+    runs: Sequence[Items],
+    seeds: int,
+    episodes: int,
+    rng: np.random.Generator,
+    items: Sequence[str] | None = None,
+) -> list[Items]:
+    """``seeds`` evaluations drawn from the pilot's: a seed with replacement, then ``episodes`` of each item
+    (of ``items``, pilot item ids that may repeat, each repeat its own item; default: the pilot's)."""
     out: list[Items] = []
     for s in rng.integers(0, len(runs), size=seeds):
         run = runs[int(s)]
-        out.append({k: list(rng.choice(np.asarray(v), size=episodes)) for k, v in run.items() if len(v)})
+        ids = list(run) if items is None else items
+        out.append({f"{n}:{k}": list(rng.choice(np.asarray(run[k]), size=episodes))
+                    for n, k in enumerate(ids) if len(run[k])})  # fmt: skip
     return out
 
 
 def project(
-    a: Sequence[Items], b: Sequence[Items], seeds: int, episodes: int, *, draws: int = DRAWS, seed: int = 0
+    a: Sequence[Items],
+    b: Sequence[Items],
+    seeds: int,
+    episodes: int,
+    *,
+    items: int | None = None,
+    draws: int = DRAWS,
+    seed: int = 0,
 ) -> float:
-    """The mean half-width of the 95% interval of ``b − a`` over ``draws`` synthetic experiments."""
+    """The mean half-width of the 95% interval of ``b − a`` over ``draws`` synthetic experiments; with
+    ``items``, on a suite of that many items drawn (with replacement, the same for both modes) from the
+    pilot's, i.e. a larger suite whose items vary as the pilot's do."""
     rng = np.random.default_rng(seed)
+    ids = sorted(set.intersection(*(set(r) for r in [*a, *b])))
     widths = []
     for d in range(draws):
+        chosen = None if items is None else [str(k) for k in rng.choice(ids, size=items)]
         e = paired_difference(
-            synthetic(a, seeds, episodes, rng), synthetic(b, seeds, episodes, rng), RESAMPLES, seed=d
+            synthetic(a, seeds, episodes, rng, chosen),
+            synthetic(b, seeds, episodes, rng, chosen),
+            RESAMPLES,
+            seed=d,
         )
         widths.append((e.hi - e.lo) / 2)
     return float(np.mean(widths))
+
+
+def seed_spread(runs: Sequence[Items]) -> float:
+    """The standard deviation, across the pilot's seeds, of a seed's mean item score (0 with one seed)."""
+    means = [np.mean([np.mean(v) for v in run.values() if len(v)]) for run in runs]
+    return float(np.std(means, ddof=1)) if len(means) > 1 else 0.0
+
+
+def seeds_needed(a: Sequence[Items], b: Sequence[Items], target: float) -> int:
+    """Seeds per mode for a normal-approximation 95% half-width of ``b − a`` within ``target`` from the seeds'
+    spread alone (items and episodes unlimited): a lower bound on any design's seeds."""
+    variance = seed_spread(a) ** 2 + seed_spread(b) ** 2
+    return max(1, int(np.ceil(variance * (1.96 / target) ** 2)))
 
 
 def policy_half_width(runs: Sequence[Items], episodes: int, *, draws: int = DRAWS, seed: int = 0) -> float:
@@ -81,11 +117,15 @@ def policy_half_width(runs: Sequence[Items], episodes: int, *, draws: int = DRAW
 
 
 def grid(
-    items: Mapping[str, Sequence[Items]], pair: tuple[str, str], seeds: Sequence[int], episodes: Sequence[int]
+    items: Mapping[str, Sequence[Items]],
+    pair: tuple[str, str],
+    seeds: Sequence[int],
+    episodes: Sequence[int],
+    suite_items: int | None = None,
 ) -> list[tuple[int, int, float]]:
-    """(seeds, episodes, projected half-width) for every candidate design."""
+    """(seeds, episodes, projected half-width) for every candidate design (on ``suite_items`` items)."""
     a, b = (items[m] for m in pair)
-    return [(s, e, project(a, b, s, e)) for s in seeds for e in episodes]
+    return [(s, e, project(a, b, s, e, items=suite_items)) for s in seeds for e in episodes]
 
 
 def choose(rows: Sequence[tuple[int, int, float]], target: float) -> tuple[int, int, float]:
@@ -101,6 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seeds", nargs="+", type=int, default=[3, 4, 6])
     p.add_argument("--episodes", nargs="+", type=int, default=[2, 4, 8])
     p.add_argument("--target", type=float, default=0.05, help="half-width the full run must reach")
+    p.add_argument(
+        "--items", type=int, default=None, help="project a suite of this many items like the pilot's"
+    )
     p.add_argument("--write", type=Path, default=None, help="the full experiment's --out: writes power.json")
     a = p.parse_args(sys.argv[1:] if argv is None else list(argv))
     items = pilot_items(a.pilot, PRIMARY_SUITE)
@@ -109,9 +152,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(
             f"{a.pilot} has no {PRIMARY_SUITE} evaluation of {', '.join(missing)}: run the pilot first"
         )
-    rows = grid(items, PRIMARY, a.seeds, a.episodes)
+    rows = grid(items, PRIMARY, a.seeds, a.episodes, a.items)
     print(f"pilot {a.pilot}: {', '.join(f'{m} {len(v)} seeds' for m, v in items.items())}")
-    print(f"projected half-width of {PRIMARY[1]} − {PRIMARY[0]} on {PRIMARY_SUITE}:")
+    spreads = ", ".join(f"{m} {seed_spread(v):.3f}" for m, v in items.items())
+    need = seeds_needed(*(items[m] for m in PRIMARY), a.target)
+    print(
+        f"seed spread (sd of a seed's mean score): {spreads}; seeds per mode for ±{a.target} from it alone: {need}"
+    )
+    suite = f"{a.items} items like those of {PRIMARY_SUITE}" if a.items else PRIMARY_SUITE
+    print(f"projected half-width of {PRIMARY[1]} − {PRIMARY[0]} on {suite}:")
     for s, e, w in rows:
         print(f"  {s} seeds × {e} episodes per item: {w:.3f}{'  <= target' if w <= a.target else ''}")
     for m, runs in items.items():
@@ -123,7 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         a.write.mkdir(parents=True, exist_ok=True)
         record = {"pilot": str(a.pilot), "pilot_seeds": min(len(items[m]) for m in PRIMARY),
                   "pilot_episodes": max(len(v) for v in items[PRIMARY[0]][0].values()), "seeds": s,
-                  "episodes": e, "half_width": w, "target": a.target, "grid": rows, "method": METHOD}  # fmt: skip
+                  "episodes": e, "half_width": w, "target": a.target, "grid": rows, "method": METHOD,
+                  "items": a.items, "seeds_needed": need}  # fmt: skip
         (a.write / "power.json").write_text(json.dumps(record, indent=1))
         print(f"wrote {a.write / 'power.json'}")
     return 0
