@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = grid(items, PRIMARY, a.seeds, a.episodes, a.items)
     print(f"pilot {a.pilot}: {', '.join(f'{m} {len(v)} seeds' for m, v in items.items())}")
     spreads = ", ".join(f"{m} {seed_spread(v):.3f}" for m, v in items.items())
-    need = seeds_needed(*(items[m] for m in PRIMARY), a.target)
+    need = seeds_needed(items[PRIMARY[0]], items[PRIMARY[1]], a.target)
     print(
         f"seed spread (sd of a seed's mean score): {spreads}; seeds per mode for ±{a.target} from it alone: {need}"
     )
