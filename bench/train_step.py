@@ -22,9 +22,9 @@ import statistics
 
 import torch
 
-from spade.backends import trainer as trainer_module
-from spade.backends.trainer import TorchTrainer
 from spade.config import CPU_TINY, ModelConfig, TrainerConfig
+from spade.training import trainer as trainer_module
+from spade.training.trainer import TorchTrainer
 from spade.types import TrainSample
 
 

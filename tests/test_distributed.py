@@ -14,9 +14,9 @@ import torch
 
 from distributed_worker import CFG, record_gradients, samples
 from spade.backends import make_trainer
-from spade.backends.trainer import STATE_FILE, TorchTrainer
 from spade.config import ModelConfig, TrainConfig
-from spade.distributed import DistributedError
+from spade.training.distributed import DistributedError
+from spade.training.trainer import STATE_FILE, TorchTrainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,6 +136,6 @@ def test_format_1_checkpoints_still_load(tiny_dir: Path, tmp_path: Path) -> None
 
 
 def _rng() -> dict[str, Any]:
-    from spade.backends.trainer import _rng_state  # noqa: PLC0415
+    from spade.training.trainer import _rng_state  # noqa: PLC0415
 
     return _rng_state()

@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from spade import stopping
-from spade.backends import trainer as trainer_module
 from spade.backends.embedded import resolve_model
 from spade.backends.hf import HFPolicy
 from spade.backends.template import TokenStream
-from spade.backends.trainer import TorchTrainer, pack_micro_batches
 from spade.config import ModelConfig, TrainerConfig
-from spade.grpo import token_logprobs
+from spade.training import trainer as trainer_module
+from spade.training.grpo import token_logprobs
+from spade.training.trainer import TorchTrainer, pack_micro_batches
 from spade.types import SamplingParams, TrainSample
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

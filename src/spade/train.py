@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from spade import cluster, distributed, procedural, resources, sft, stopping
+from spade import cluster, procedural, resources, stopping
 from spade import credit as cr
 from spade import rewards as rw
 from spade.backends import policy_metrics
@@ -34,6 +34,7 @@ from spade.regret import estimate_regret
 from spade.rollout import PlayJob, episode_seeds, paired_jobs, run_jobs, status_counts
 from spade.rundir import RunDir
 from spade.seeds import derive_rng, derive_seed
+from spade.training import distributed, sft
 from spade.types import PlayStatus, TrainSample, Trajectory
 
 Progress = Callable[[str], None]

@@ -78,13 +78,13 @@ def make_trainer(cfg: TrainConfig) -> Trainer:
     """The Trainer matching the policy backend: the scripted double for ``scripted``, else the torch trainer."""
     if cfg.model.backend == "scripted":
         from spade.backends.scripted import ScriptedTrainer  # noqa: PLC0415
-        from spade.distributed import check_backend, launched  # noqa: PLC0415
+        from spade.training.distributed import check_backend, launched  # noqa: PLC0415
 
         if launched():
             check_backend(cfg)
         return ScriptedTrainer()
-    from spade.backends.trainer import TorchTrainer  # noqa: PLC0415 -- lazy: torch only when selected
-    from spade.distributed import LeaderTrainer, check_backend, launched  # noqa: PLC0415
+    from spade.training.distributed import LeaderTrainer, check_backend, launched  # noqa: PLC0415
+    from spade.training.trainer import TorchTrainer  # noqa: PLC0415 -- lazy: torch only when selected
 
     set_threads(cfg.model.threads)
     if launched():  # rank 0 of `accelerate launch`: the other ranks follow this trainer's calls

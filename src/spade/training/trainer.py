@@ -2,7 +2,7 @@
 
 One ``train_step`` is one optimiser step: the samples are packed into micro-batches of at most
 ``micro_batch_tokens`` padded tokens (a longer sample gets a micro-batch of its own), each micro-batch's loss
-is its token sum divided by the step's total loss-token count (token-mean aggregation, see ``spade.grpo``),
+is its token sum divided by the step's total loss-token count (token-mean aggregation, see ``spade.training.grpo``),
 gradients accumulate over micro-batches, then they are clipped and AdamW steps once.
 
 Log-probabilities are those of the raw model at temperature 1, matching what the samplers record. Because
@@ -22,13 +22,13 @@ and the optimiser stay as they were, and :class:`~spade.stopping.Interrupted` is
 multi-process launch finish their step: they must all make the same collectives.
 
 Mixed precision (``autocast``): the passes run under ``torch.autocast`` in bfloat16 while the weights,
-gradients and AdamW stay float32 and log-softmax is taken in float32 (``spade.grpo.token_logprobs``), the
+gradients and AdamW stay float32 and log-softmax is taken in float32 (``spade.training.grpo.token_logprobs``), the
 usual mixed-precision split (a step of 8 × 512 tokens on a 2-core AVX512-BF16 CPU: 1.9× faster).
 
 Reference model for the KL penalty: only built when ``kl_coef > 0``; with LoRA it is the same base with the
 adapters disabled (no copy), in full fine-tuning a frozen copy of the initial weights.
 
-Multi-process (``accelerate launch``, see :mod:`spade.distributed` and docs/scaling.md): with
+Multi-process (``accelerate launch``, see :mod:`spade.training.distributed` and docs/scaling.md): with
 ``use_accelerate=True`` the model and optimiser go through ``accelerate.Accelerator.prepare`` (DDP / FSDP /
 DeepSpeed as set up by the launch config; ``device="cpu"`` gives gloo on CPU);
 each process takes every ``world``-th sample, the loss-token count is all-reduced so the token mean is
@@ -65,9 +65,9 @@ from spade import stopping
 from spade.backends.embedded import resolve_model
 from spade.backends.hf import DTYPES, fast_bf16, pick_device
 from spade.config import ModelConfig, TrainConfig, TrainerConfig
-from spade.distributed import full_state, load_full_state
-from spade.grpo import ClipConfig, LossParts, grpo_loss_parts, token_logprobs
 from spade.resources import compact_heap, release_free_memory
+from spade.training.distributed import full_state, load_full_state
+from spade.training.grpo import ClipConfig, LossParts, grpo_loss_parts, token_logprobs
 from spade.types import TrainSample
 
 STATE_FILE = "trainer_state.pt"

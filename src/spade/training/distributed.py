@@ -6,7 +6,7 @@ directory, policy); its trainer is a :class:`LeaderTrainer`, which broadcasts ea
 export, save, load) to the other ranks before making it itself. The other ranks run :func:`follow`: they
 build the same trainer and execute the calls they receive, so every collective (gradient all-reduce,
 FSDP/ZeRO gathers for export and checkpoints) has all ranks present. Each rank trains on every
-``world``-th sample of the step (see :mod:`spade.backends.trainer`).
+``world``-th sample of the step (see :mod:`spade.training.trainer`).
 
 Nothing here runs unless the process was started by a distributed launcher (``WORLD_SIZE`` > 1).
 """
@@ -22,9 +22,9 @@ from spade.errors import SpadeError
 from spade.types import TrainSample
 
 if TYPE_CHECKING:
-    from spade.backends.trainer import TorchTrainer
     from spade.config import TrainConfig
     from spade.rundir import RunDir
+    from spade.training.trainer import TorchTrainer
 
 Op = Literal["step", "export", "save", "load", "stop"]
 
@@ -171,8 +171,8 @@ def check_backend(cfg: TrainConfig) -> None:
 
 def follow_run(cfg: TrainConfig, *, resume: bool) -> RunDir:
     """A follower rank's whole run: build the run's trainer, then :func:`follow` rank 0 until it stops."""
-    from spade.backends.trainer import TorchTrainer  # noqa: PLC0415 -- torch only on training ranks
     from spade.rundir import RunDir  # noqa: PLC0415
+    from spade.training.trainer import TorchTrainer  # noqa: PLC0415 -- torch only on training ranks
 
     run = RunDir(cfg.run_dir)
     if resume:
