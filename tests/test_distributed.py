@@ -13,10 +13,11 @@ import pytest
 import torch
 
 from distributed_worker import CFG, record_gradients, samples
-from spade.backends import make_trainer
 from spade.config import ModelConfig, TrainConfig
+from spade.training import make_trainer
+from spade.training.checkpoint import STATE_FILE, rng_state
 from spade.training.distributed import DistributedError
-from spade.training.trainer import STATE_FILE, TorchTrainer
+from spade.training.trainer import TorchTrainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +125,7 @@ def test_scripted_backend_refuses_a_multi_process_launch(monkeypatch: pytest.Mon
 def test_format_1_checkpoints_still_load(tiny_dir: Path, tmp_path: Path) -> None:
     old, _, _ = _one_process(tiny_dir)  # a checkpoint as format 1 wrote it: optimiser keyed by index
     torch.save({"format": 1, "step": 1, "trainable": {n: p.detach().clone() for n, p in old._trainable()},
-                "optimizer": old.optimizer.state_dict(), "rng": {**_rng()}}, tmp_path / STATE_FILE)  # fmt: skip
+                "optimizer": old.optimizer.state_dict(), "rng": rng_state()}, tmp_path / STATE_FILE)  # fmt: skip
     new = TorchTrainer(CFG, ModelConfig(model=str(tiny_dir), device="cpu"), seed=1)
     new.load(tmp_path)
     for (name, a), (_, b) in zip(old._trainable(), new._trainable(), strict=True):
@@ -133,9 +134,3 @@ def test_format_1_checkpoints_still_load(tiny_dir: Path, tmp_path: Path) -> None
     new.train_step(samples())
     for (name, a), (_, b) in zip(old._trainable(), new._trainable(), strict=True):
         assert torch.equal(a, b), name  # same Adam moments: same next update
-
-
-def _rng() -> dict[str, Any]:
-    from spade.training.trainer import _rng_state  # noqa: PLC0415
-
-    return _rng_state()
