@@ -13,8 +13,10 @@ import pytest
 import torch
 
 from distributed_worker import CFG, record_gradients, samples
+from spade import training
+from spade.backends.scripted import ScriptedTrainer
 from spade.config import ModelConfig, TrainConfig
-from spade.training import make_trainer
+from spade.training import distributed, follow_run, make_trainer
 from spade.training.checkpoint import STATE_FILE, rng_state
 from spade.training.distributed import DistributedError
 from spade.training.trainer import TorchTrainer
@@ -120,6 +122,24 @@ def test_scripted_backend_refuses_a_multi_process_launch(monkeypatch: pytest.Mon
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(DistributedError, match="scripted backend has no multi-process trainer"):
         make_trainer(TrainConfig(model=ModelConfig(backend="scripted")))
+
+
+def test_a_follower_rank_builds_the_run_trainer_and_follows_rank_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[tuple[TrainConfig, bool]] = []
+
+    def torch_trainer(cfg: TrainConfig, *, use_accelerate: bool) -> ScriptedTrainer:
+        built.append((cfg, use_accelerate))
+        return ScriptedTrainer()
+
+    monkeypatch.setattr(training, "_torch_trainer", torch_trainer)
+    monkeypatch.setattr(
+        distributed, "_broadcast", lambda op, arg=None: ("stop", None)
+    )  # rank 0 stops at once
+    cfg = TrainConfig(runs_dir=tmp_path, name="run", model=ModelConfig(backend="hf"))
+    assert follow_run(cfg, resume=False).root == cfg.run_dir
+    assert built == [(cfg, True)]
 
 
 def test_format_1_checkpoints_still_load(tiny_dir: Path, tmp_path: Path) -> None:
