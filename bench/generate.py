@@ -121,8 +121,8 @@ def section_train(args: argparse.Namespace) -> dict[str, Any]:
     """One LoRA GRPO step on 4 x 256 tokens (the cpu-tiny preset's trainer settings)."""
     import numpy as np  # noqa: PLC0415
 
-    from spade.backends.trainer import TorchTrainer  # noqa: PLC0415
     from spade.config import CPU_TINY  # noqa: PLC0415
+    from spade.training.trainer import TorchTrainer  # noqa: PLC0415
     from spade.types import TrainSample  # noqa: PLC0415
 
     trainer = TorchTrainer(CPU_TINY.trainer, CPU_TINY.model, seed=0)

@@ -57,8 +57,8 @@ def _engine(variant: str) -> dict[str, float]:
 
 
 def _step(variant: str, episodes: int, tokens: int) -> dict[str, float]:
-    from spade.backends.trainer import TorchTrainer  # noqa: PLC0415
     from spade.config import CPU_TINY  # noqa: PLC0415
+    from spade.training.trainer import TorchTrainer  # noqa: PLC0415
     from spade.types import TrainSample  # noqa: PLC0415
 
     trainer_cfg = dataclasses.replace(

@@ -22,9 +22,9 @@ import statistics
 
 import torch
 
-from spade.backends import trainer as trainer_module
-from spade.backends.trainer import TorchTrainer
 from spade.config import CPU_TINY, ModelConfig, TrainerConfig
+from spade.training import trainer as trainer_module
+from spade.training.trainer import TorchTrainer
 from spade.types import TrainSample
 
 
@@ -77,12 +77,12 @@ def main() -> None:
         "peak_mem_mb": round(peak, 1),
     }
     if args.turns:  # baseline: the head at every position, as before loss positions were kept
-        kept = trainer_module._loss_positions
-        trainer_module._loss_positions = lambda mask: torch.arange(mask.shape[1] - 1, device=mask.device)
+        kept = trainer_module.loss_positions
+        trainer_module.loss_positions = lambda mask: torch.arange(mask.shape[1] - 1, device=mask.device)
         try:
             full_s, _ = timed()
         finally:
-            trainer_module._loss_positions = kept
+            trainer_module.loss_positions = kept
         result.update(full_head_step_s_median=round(full_s, 2), speedup=round(full_s / step_s, 2))
     if args.autocast:
         trainer.autocast = torch.bfloat16

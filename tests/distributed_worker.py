@@ -1,7 +1,7 @@
 """One rank of the two-process trainer test (run by ``accelerate launch``; see test_distributed.py).
 
-Rank 0 drives a :class:`~spade.distributed.LeaderTrainer` (one update, one checkpoint, stop) and writes the
-summed gradient it stepped with; the other rank runs :func:`~spade.distributed.follow`.
+Rank 0 drives a :class:`~spade.training.distributed.LeaderTrainer` (one update, one checkpoint, stop) and writes the
+summed gradient it stepped with; the other rank runs :func:`~spade.training.distributed.follow`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from spade.backends.trainer import TorchTrainer
 from spade.config import ModelConfig, TrainerConfig
-from spade.distributed import LeaderTrainer, follow, rank
+from spade.training.distributed import LeaderTrainer, follow, rank
+from spade.training.trainer import TorchTrainer
 from spade.types import TrainSample
 
 CFG = TrainerConfig(lr=1e-2, lora_rank=4, lora_alpha=8, micro_batch_tokens=40, max_grad_norm=1e6)

@@ -13,10 +13,13 @@ import pytest
 import torch
 
 from distributed_worker import CFG, record_gradients, samples
-from spade.backends import make_trainer
-from spade.backends.trainer import STATE_FILE, TorchTrainer
+from spade import training
+from spade.backends.scripted import ScriptedTrainer
 from spade.config import ModelConfig, TrainConfig
-from spade.distributed import DistributedError
+from spade.training import distributed, follow_run, make_trainer
+from spade.training.checkpoint import STATE_FILE, rng_state
+from spade.training.distributed import DistributedError
+from spade.training.trainer import TorchTrainer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,10 +124,28 @@ def test_scripted_backend_refuses_a_multi_process_launch(monkeypatch: pytest.Mon
         make_trainer(TrainConfig(model=ModelConfig(backend="scripted")))
 
 
+def test_a_follower_rank_builds_the_run_trainer_and_follows_rank_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[tuple[TrainConfig, bool]] = []
+
+    def torch_trainer(cfg: TrainConfig, *, use_accelerate: bool) -> ScriptedTrainer:
+        built.append((cfg, use_accelerate))
+        return ScriptedTrainer()
+
+    monkeypatch.setattr(training, "_torch_trainer", torch_trainer)
+    monkeypatch.setattr(
+        distributed, "_broadcast", lambda op, arg=None: ("stop", None)
+    )  # rank 0 stops at once
+    cfg = TrainConfig(runs_dir=tmp_path, name="run", model=ModelConfig(backend="hf"))
+    assert follow_run(cfg, resume=False).root == cfg.run_dir
+    assert built == [(cfg, True)]
+
+
 def test_format_1_checkpoints_still_load(tiny_dir: Path, tmp_path: Path) -> None:
     old, _, _ = _one_process(tiny_dir)  # a checkpoint as format 1 wrote it: optimiser keyed by index
     torch.save({"format": 1, "step": 1, "trainable": {n: p.detach().clone() for n, p in old._trainable()},
-                "optimizer": old.optimizer.state_dict(), "rng": {**_rng()}}, tmp_path / STATE_FILE)  # fmt: skip
+                "optimizer": old.optimizer.state_dict(), "rng": rng_state()}, tmp_path / STATE_FILE)  # fmt: skip
     new = TorchTrainer(CFG, ModelConfig(model=str(tiny_dir), device="cpu"), seed=1)
     new.load(tmp_path)
     for (name, a), (_, b) in zip(old._trainable(), new._trainable(), strict=True):
@@ -133,9 +154,3 @@ def test_format_1_checkpoints_still_load(tiny_dir: Path, tmp_path: Path) -> None
     new.train_step(samples())
     for (name, a), (_, b) in zip(old._trainable(), new._trainable(), strict=True):
         assert torch.equal(a, b), name  # same Adam moments: same next update
-
-
-def _rng() -> dict[str, Any]:
-    from spade.backends.trainer import _rng_state  # noqa: PLC0415
-
-    return _rng_state()

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from spade.grpo import (
+from spade.training.grpo import (
     KL_CLAMP,
     ClipConfig,
     grpo_loss_parts,

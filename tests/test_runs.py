@@ -173,8 +173,8 @@ def test_model_solver_with_a_real_model_and_trained_weights(
     tiny_dir: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], one_torch_thread: None
 ) -> None:
     """The real path: the run's hf model, LoRA weights written by the torch trainer, a sandboxed episode."""
-    from spade.backends.trainer import TorchTrainer  # noqa: PLC0415
     from spade.config import PlayConfig, TrainerConfig  # noqa: PLC0415
+    from spade.training.trainer import TorchTrainer  # noqa: PLC0415
 
     cfg = TrainConfig(
         name="hf", runs_dir=tmp_path, steps=1,

@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from spade import designer, envs, hints, sft, stopping
+from spade import designer, envs, hints, stopping
 from spade.agent import Episode, play_episode
 from spade.backends.embedded import write_tiny_model
 from spade.backends.scripted import ScriptedTrainer
 from spade.backends.template import HFChatTemplate
-from spade.backends.trainer import TorchTrainer
 from spade.checker import check_env
 from spade.config import (
     CPU_TINY,
@@ -36,6 +35,8 @@ from spade.options import with_options
 from spade.prompts import DesignRequest, Exemplar
 from spade.sandbox import Sandbox
 from spade.train import train
+from spade.training import sft
+from spade.training.trainer import TorchTrainer
 from spade.types import SamplingParams, Trajectory
 from test_agent import CannedPolicy
 

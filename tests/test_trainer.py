@@ -12,13 +12,15 @@ import pytest
 import torch
 
 from spade import stopping
-from spade.backends import trainer as trainer_module
 from spade.backends.embedded import resolve_model
 from spade.backends.hf import HFPolicy
 from spade.backends.template import TokenStream
-from spade.backends.trainer import TorchTrainer, pack_micro_batches
 from spade.config import ModelConfig, TrainerConfig
-from spade.grpo import token_logprobs
+from spade.training import micro_batches
+from spade.training.grpo import token_logprobs
+from spade.training.micro_batches import pack_micro_batches
+from spade.training.model import autocast_dtype
+from spade.training.trainer import TorchTrainer
 from spade.types import SamplingParams, TrainSample
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -59,14 +61,14 @@ def test_log_probs_at_the_loss_positions_only_equal_the_full_heads(tiny_dir: Pat
     mask = torch.zeros(2, 12)
     mask[0, 5:7] = 1.0
     mask[1, 9:11] = 1.0
-    keep = trainer_module._loss_positions(mask)
+    keep = micro_batches.loss_positions(mask)
     assert keep.tolist() == [4, 5, 8, 9]
     with torch.no_grad():
         full = token_logprobs(trainer.model(input_ids=ids).logits[:, :-1], ids[:, 1:])
-        kept = trainer_module._logprobs_at(trainer.model, ids, attention, keep)
+        kept = micro_batches.logprobs_at(trainer.model, ids, attention, keep)
     assert torch.allclose(kept[:, keep], full[:, keep], atol=1e-5)
     assert kept[:, [0, 1, 2, 3, 6, 7, 10]].abs().max() == 0.0
-    assert trainer_module._loss_positions(torch.zeros(2, 12)).tolist() == [0]  # no loss: one position
+    assert micro_batches.loss_positions(torch.zeros(2, 12)).tolist() == [0]  # no loss: one position
 
 
 def test_lora_step_changes_adapters_and_leaves_the_base_frozen(tiny_dir: Path) -> None:
@@ -238,12 +240,12 @@ def test_autocast_is_bfloat16_only_where_asked_and_fast(monkeypatch: pytest.Monk
     for bf16_cpu in (True, False):
         monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda bf16_cpu=bf16_cpu: bf16_cpu)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-        auto = trainer_module.autocast_dtype(TrainerConfig(autocast="auto"), f32, cpu)
+        auto = autocast_dtype(TrainerConfig(autocast="auto"), f32, cpu)
         assert auto == (torch.bfloat16 if bf16_cpu else None)
-    assert trainer_module.autocast_dtype(TrainerConfig(autocast="bfloat16"), f32, cpu) == torch.bfloat16
-    assert trainer_module.autocast_dtype(TrainerConfig(), f32, cpu) is None
+    assert autocast_dtype(TrainerConfig(autocast="bfloat16"), f32, cpu) == torch.bfloat16
+    assert autocast_dtype(TrainerConfig(), f32, cpu) is None
     bf16_weights = ModelConfig(dtype="bfloat16")  # nothing to cast down to
-    assert trainer_module.autocast_dtype(TrainerConfig(autocast="bfloat16"), bf16_weights, cpu) is None
+    assert autocast_dtype(TrainerConfig(autocast="bfloat16"), bf16_weights, cpu) is None
 
 
 def test_an_autocast_step_computes_in_bfloat16_and_keeps_the_float32_update(tiny_dir: Path) -> None:

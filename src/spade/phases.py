@@ -35,6 +35,7 @@ from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
 from spade.seeds import derive_rng, derive_seed
 from spade.skills import Setting, skills_for
+from spade.training import make_trainer
 from spade.types import EnvSource, SamplingParams, Trainer, TrainSample, Trajectory
 
 
@@ -146,7 +147,7 @@ class _NoCorpus:
 @contextlib.contextmanager
 def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
     """Build every component of a run; closes the sandbox and the archive on exit."""
-    from spade.backends import make_policy, make_trainer  # noqa: PLC0415 - heavy imports on demand
+    from spade.backends import make_policy  # noqa: PLC0415 - heavy imports on demand
 
     policy = BatchingPolicy(
         make_policy(cfg.model, seed=derive_seed(cfg.seed, "policy")),

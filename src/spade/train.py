@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from spade import cluster, distributed, procedural, resources, sft, stopping
+from spade import cluster, procedural, resources, stopping
 from spade import credit as cr
 from spade import rewards as rw
 from spade.backends import policy_metrics
@@ -34,6 +34,7 @@ from spade.regret import estimate_regret
 from spade.rollout import PlayJob, episode_seeds, paired_jobs, run_jobs, status_counts
 from spade.rundir import RunDir
 from spade.seeds import derive_rng, derive_seed
+from spade.training import distributed, follow_run, sft
 from spade.types import PlayStatus, TrainSample, Trajectory
 
 Progress = Callable[[str], None]
@@ -127,7 +128,7 @@ def train(
     Under ``accelerate launch`` rank 0 runs the loop and the other ranks only train (:mod:`spade.distributed`).
     """
     if distributed.is_follower():
-        return distributed.follow_run(cfg, resume=resume)
+        return follow_run(cfg, resume=resume)
     say = progress or (lambda _: None)
     resumed = Resumed(steps, dict(runtime or {}))
     return asyncio.run(stopping.run_until_stopped(_train(cfg, resume, say, overwrite, resumed)))

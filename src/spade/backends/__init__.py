@@ -1,4 +1,4 @@
-"""Policy implementations (hf, vllm, openai-compatible, scripted) and the torch Trainer.
+"""Policy implementations (hf, vllm, openai-compatible, scripted): the sampling side of the method.
 
 Heavy engines are imported lazily inside :func:`make_policy`, so importing ``spade.backends`` stays cheap and
 an engine that is not installed only matters when it is selected.
@@ -10,10 +10,10 @@ import importlib
 from typing import Protocol, runtime_checkable
 
 from spade.backends.registry import BACKENDS
-from spade.config import ConfigError, ModelConfig, TrainConfig
-from spade.types import Policy, Trainer
+from spade.config import ConfigError, ModelConfig
+from spade.types import Policy
 
-__all__ = ["BACKENDS", "ReportsMetrics", "make_policy", "make_trainer", "policy_metrics", "set_threads"]
+__all__ = ["BACKENDS", "ReportsMetrics", "make_policy", "policy_metrics", "set_threads"]
 
 
 def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
@@ -72,22 +72,3 @@ def set_threads(threads: int) -> None:
         import torch  # noqa: PLC0415
 
         torch.set_num_threads(threads)
-
-
-def make_trainer(cfg: TrainConfig) -> Trainer:
-    """The Trainer matching the policy backend: the scripted double for ``scripted``, else the torch trainer."""
-    if cfg.model.backend == "scripted":
-        from spade.backends.scripted import ScriptedTrainer  # noqa: PLC0415
-        from spade.distributed import check_backend, launched  # noqa: PLC0415
-
-        if launched():
-            check_backend(cfg)
-        return ScriptedTrainer()
-    from spade.backends.trainer import TorchTrainer  # noqa: PLC0415 -- lazy: torch only when selected
-    from spade.distributed import LeaderTrainer, check_backend, launched  # noqa: PLC0415
-
-    set_threads(cfg.model.threads)
-    if launched():  # rank 0 of `accelerate launch`: the other ranks follow this trainer's calls
-        check_backend(cfg)
-        return LeaderTrainer(TorchTrainer.from_config(cfg, use_accelerate=True))
-    return TorchTrainer.from_config(cfg)

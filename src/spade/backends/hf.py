@@ -6,7 +6,7 @@ criterion that record, at every step, the log-probability of the sampled token. 
 
 Log-probabilities: the recorded value is ``log_softmax`` of the RAW logits (temperature 1, no top-k / top-p)
 at the sampled token — the same quantity vLLM reports by default and the same one the trainer recomputes
-(``spade.grpo.token_logprobs``), so the trainer compares like with like. Temperature, top-k and top-p only
+(``spade.training.grpo.token_logprobs``), so the trainer compares like with like. Temperature, top-k and top-p only
 shape which token is drawn. (With temperature ≠ 1 the draw is thus slightly off-policy for the T=1 model
 being trained; that is the usual GRPO convention and the TIS weight can correct stale samples.)
 

@@ -7,7 +7,7 @@ reads (no memory map: the pages stay in the page cache, not in the process), the
 is added where it applies, and the result goes to shards of at most ``shard_bytes`` with a
 ``model.safetensors.index.json``, as transformers writes large models. At most one shard is held at once.
 
-Only plain LoRA adapters merge this way (what :class:`~spade.backends.trainer.TorchTrainer` writes: no DoRA,
+Only plain LoRA adapters merge this way (what :class:`~spade.training.trainer.TorchTrainer` writes: no DoRA,
 bias, modules to save or per-module ranks); any other adapter is merged through peft.
 """
 

@@ -1,19 +1,16 @@
 """The torch Trainer: GRPO updates of a transformers model, LoRA (peft) or full fine-tuning.
 
 One ``train_step`` is one optimiser step: the samples are packed into micro-batches of at most
-``micro_batch_tokens`` padded tokens (a longer sample gets a micro-batch of its own), each micro-batch's loss
-is its token sum divided by the step's total loss-token count (token-mean aggregation, see ``spade.grpo``),
-gradients accumulate over micro-batches, then they are clipped and AdamW steps once.
+``micro_batch_tokens`` padded tokens (:mod:`spade.training.micro_batches`), each micro-batch's loss is its
+token sum divided by the step's total loss-token count (token-mean aggregation, see
+:mod:`spade.training.grpo`), gradients accumulate over micro-batches, then they are clipped and AdamW steps
+once.
 
 Log-probabilities are those of the raw model at temperature 1, matching what the samplers record. Because
 a step is a single optimiser step, the "old" policy of the PPO ratio is the trainer's own forward pass
 (detached): the ratio is 1 in value and only its gradient acts. The truncated IS weight
 ``min(exp(old - sample), cap)`` corrects stale samples (``TrainSample.staleness > 0``; every sample with
 ``tis_fresh``).
-
-Gradient checkpointing (``gradient_checkpointing``) recomputes each decoder layer in the backward pass.
-transformers only checkpoints layers in training mode, so the decoder layers alone are flagged as training:
-their dropout-bearing submodules stay in eval mode, and the recomputed pass is the forward pass.
 
 Stopping: in a single process a stop request (:mod:`spade.stopping`) ends an update between micro-batches
 and, inside a pass, at the next decoder layer (a forward pre-hook; with gradient checkpointing the backward
@@ -22,23 +19,22 @@ and the optimiser stay as they were, and :class:`~spade.stopping.Interrupted` is
 multi-process launch finish their step: they must all make the same collectives.
 
 Mixed precision (``autocast``): the passes run under ``torch.autocast`` in bfloat16 while the weights,
-gradients and AdamW stay float32 and log-softmax is taken in float32 (``spade.grpo.token_logprobs``), the
-usual mixed-precision split (a step of 8 × 512 tokens on a 2-core AVX512-BF16 CPU: 1.9× faster).
+gradients and AdamW stay float32 and log-softmax is taken in float32
+(``spade.training.grpo.token_logprobs``), the usual mixed-precision split (a step of 8 × 512 tokens on a
+2-core AVX512-BF16 CPU: 1.9× faster).
 
-Reference model for the KL penalty: only built when ``kl_coef > 0``; with LoRA it is the same base with the
-adapters disabled (no copy), in full fine-tuning a frozen copy of the initial weights.
+LoRA or full fine-tuning, the KL reference model, gradient checkpointing and the accelerator: see
+:mod:`spade.training.model`.
 
-Multi-process (``accelerate launch``, see :mod:`spade.distributed` and docs/scaling.md): with
+Multi-process (``accelerate launch``, see :mod:`spade.training.distributed` and docs/scaling.md): with
 ``use_accelerate=True`` the model and optimiser go through ``accelerate.Accelerator.prepare`` (DDP / FSDP /
 DeepSpeed as set up by the launch config; ``device="cpu"`` gives gloo on CPU);
 each process takes every ``world``-th sample, the loss-token count is all-reduced so the token mean is
 global (losses are scaled by ``world`` because DDP averages gradients), backward runs through
 ``accelerator.backward`` under ``no_sync`` for all but the last micro-batch, and clipping uses
 ``accelerator.clip_grad_norm_``. Export and checkpoints are collective (every rank calls them; rank 0
-writes): they hold full, unwrapped tensors keyed by parameter name and an optimiser state keyed by parameter
-name (``torch.distributed.checkpoint.state_dict``), so a checkpoint written by N processes loads in M.
-Under DeepSpeed the checkpoint keeps the gathered weights but not the optimiser moments (not built: a resume
-restarts them), and loading one into a DeepSpeed run is refused.
+writes); a checkpoint holds full tensors keyed by parameter name, so one written by N processes loads in M
+(:mod:`spade.training.checkpoint`).
 
 The trainer shares nothing mutable with a Policy: it writes weights with ``export_weights`` and the Policy
 loads them.
@@ -47,51 +43,48 @@ loads them.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
-import datetime
-import random
 import resource
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from spade import stopping
 from spade.backends.embedded import resolve_model
-from spade.backends.hf import DTYPES, fast_bf16, pick_device
+from spade.backends.hf import DTYPES, pick_device
 from spade.config import ModelConfig, TrainConfig, TrainerConfig
-from spade.distributed import full_state, load_full_state
-from spade.grpo import ClipConfig, LossParts, grpo_loss_parts, token_logprobs
 from spade.resources import compact_heap, release_free_memory
+from spade.training.checkpoint import (
+    STATE_FILE,
+    WEIGHTS_DIR,
+    full_state,
+    load_full_state,
+    read_state,
+    set_rng_state,
+    write_state,
+)
+from spade.training.grpo import ClipConfig, LossParts, grpo_loss_parts, token_logprobs
+from spade.training.micro_batches import (
+    logprobs_at,
+    loss_positions,
+    loss_tokens,
+    pad,
+    role_micro_batches,
+    summarise,
+)
+from spade.training.model import (
+    autocast_dtype,
+    checkpoint_layers,
+    make_accelerator,
+    make_reference,
+    stop_between_layers,
+    wrap_lora,
+)
 from spade.types import TrainSample
-
-STATE_FILE = "trainer_state.pt"
-WEIGHTS_DIR = "weights"
-FOLLOWER_WAIT_HOURS = 24
-"""Collective timeout of multi-process launches: how long follower ranks wait for rank 0's next call."""
-STATE_FORMAT = 2
-"""2: optimiser state keyed by parameter name (world-size independent); 1 (still read): keyed by index."""
-
-
-def pack_micro_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Indices grouped so each group's padded size (count × longest) stays within ``budget`` tokens.
-
-    Sequences are taken longest first, so similar lengths share a micro-batch and padding stays small; a
-    sequence longer than the budget forms a group of its own.
-    """
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    groups: list[list[int]] = []
-    for i in order:
-        if groups and (len(groups[-1]) + 1) * lengths[groups[-1][0]] <= budget:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
 
 
 class TorchTrainer:
@@ -110,7 +103,7 @@ class TorchTrainer:
         self.cfg = cfg
         self.clip = ClipConfig(cfg.clip_low, cfg.clip_high)
         self.model_dir = resolve_model(model.model)
-        self.accelerator = _make_accelerator(cpu=model.device == "cpu") if use_accelerate else None
+        self.accelerator = make_accelerator(cpu=model.device == "cpu") if use_accelerate else None
         self.device = self.accelerator.device if self.accelerator is not None else pick_device(model.device)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.autocast = autocast_dtype(cfg, model, self.device)
@@ -119,8 +112,8 @@ class TorchTrainer:
         self.lora = cfg.lora_rank > 0
         with torch.random.fork_rng(devices=[]):  # seeds the LoRA init without touching the global stream
             torch.manual_seed(seed)
-            self.model = self._wrap_lora(base) if self.lora else base
-        self.reference = self._make_reference(base)
+            self.model = wrap_lora(base, cfg) if self.lora else base
+        self.reference = make_reference(base, cfg)
         # Names and full shapes before any wrapping: checkpoints are keyed by these on every world size.
         self.trainable_shapes = {n: p.shape for n, p in self.model.named_parameters() if p.requires_grad}
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -132,39 +125,15 @@ class TorchTrainer:
         # Dropout stays off (eval mode) while training too, so the trainer's log-probs are the sampler's.
         self.model.eval()
         if cfg.gradient_checkpointing:
-            _checkpoint_layers(self._unwrapped())
+            checkpoint_layers(self._unwrapped())
         if self.accelerator is None:
-            _stop_between_layers(self._unwrapped(), self._check_stop)
+            stop_between_layers(self._unwrapped(), self._check_stop)
         self.step = 0
 
     @classmethod
     def from_config(cls, cfg: TrainConfig, *, use_accelerate: bool = False) -> TorchTrainer:
         """The trainer of a run: ``cfg.trainer`` on ``cfg.model``, seeded with ``cfg.seed``."""
         return cls(cfg.trainer, cfg.model, seed=cfg.seed, use_accelerate=use_accelerate)
-
-    # -- setup -----------------------------------------------------------------------------------------------
-
-    def _wrap_lora(self, base: Any) -> Any:
-        from peft import LoraConfig, get_peft_model  # noqa: PLC0415 -- only needed with LoRA
-
-        targets: str | list[str] = (
-            "all-linear" if self.cfg.lora_targets == ("all-linear",) else list(self.cfg.lora_targets)
-        )
-        config = LoraConfig(
-            r=self.cfg.lora_rank,
-            lora_alpha=self.cfg.lora_alpha,
-            target_modules=targets,
-            lora_dropout=0.0,
-            task_type="CAUSAL_LM",
-        )
-        return get_peft_model(base, config)
-
-    def _make_reference(self, base: Any) -> Any:
-        if self.cfg.kl_coef <= 0.0 or self.lora:
-            return None  # LoRA: the reference is the same model with adapters disabled
-        ref = copy.deepcopy(base).eval()
-        ref.requires_grad_(False)
-        return ref
 
     # -- Trainer ---------------------------------------------------------------------------------------------
 
@@ -179,7 +148,7 @@ class TorchTrainer:
             torch.cuda.reset_peak_memory_stats(self.device)
         world, rank = self._world()
         mine = list(samples)[rank::world]
-        tokens = self._global_tokens(sum(_loss_tokens(s) for s in mine))
+        tokens = self._global_tokens(sum(loss_tokens(s) for s in mine))
         if tokens == 0:
             return {
                 "train/tokens": 0.0,
@@ -187,19 +156,14 @@ class TorchTrainer:
                 "time/train_step_s": time.perf_counter() - start,
             }
         # Micro-batches never mix roles, so the loss of each role can be reported on its own.
-        batches = [
-            (role, [of_role[i] for i in group])
-            for role in ("agent", "designer")
-            if (of_role := [s for s in mine if s.role == role])
-            for group in pack_micro_batches([len(s.tokens_T) for s in of_role], self.cfg.micro_batch_tokens)
-        ]
+        batches = role_micro_batches(mine, self.cfg.micro_batch_tokens)
         with compact_heap() if self.cfg.compact_heap else contextlib.nullcontext():
             parts, role_loss = self._accumulate(batches, scale=world / tokens)
             grad_norm = self._clip_and_step()
         self.step += 1
-        metrics = _summarise(parts, tokens)
+        metrics = summarise(parts, tokens)
         for role, loss_sum in role_loss.items():
-            role_tokens = sum(_loss_tokens(s) for s in mine if s.role == role)
+            role_tokens = sum(loss_tokens(s) for s in mine if s.role == role)
             metrics[f"loss/{role}"] = loss_sum / max(role_tokens, 1)
         metrics.update(
             {
@@ -256,44 +220,17 @@ class TorchTrainer:
             self._deepspeed(),
         )
         if self._is_main():
-            state = {
-                "format": STATE_FORMAT,
-                "step": self.step,
-                "trainable": trainable,
-                "optimizer": optimizer,
-                "rng": _rng_state(),
-            }
-            torch.save(state, path / STATE_FILE)
+            write_state(path / STATE_FILE, step=self.step, trainable=trainable, optimizer=optimizer)
         self._barrier()
 
     def load(self, path: Path) -> None:
         """Restore a checkpoint written by :meth:`save` (same model and trainer configuration, any world size)."""
-        file = Path(path) / STATE_FILE
-        if not file.is_file():
-            raise FileNotFoundError(f"{file} not found: pass a folder written by TorchTrainer.save")
-        state = torch.load(file, map_location="cpu", weights_only=True)
-        if state.get("format") not in (1, STATE_FORMAT):
-            raise ValueError(f"{file} has checkpoint format {state.get('format')}, expected {STATE_FORMAT}")
-        saved = state["trainable"]
-        differ = set(self.trainable_shapes) ^ set(saved)
-        differ |= {
-            n for n in set(self.trainable_shapes) & set(saved) if self.trainable_shapes[n] != saved[n].shape
-        }
-        if differ:
-            raise ValueError(
-                f"checkpoint {file} does not match this model/LoRA setup (differing tensors, e.g. "
-                f"{sorted(differ)[:3]}); load it with the configuration it was saved with"
-            )
-        if self._deepspeed():
-            raise ValueError(
-                f"resuming {file} under DeepSpeed is not built; resume with configs/accelerate/fsdp.yaml, "
-                "ddp.yaml or one process (the checkpoint is world-size independent)"
-            )
+        state = read_state(path, self.trainable_shapes, deepspeed=self._deepspeed())
         if state["format"] == 1:
-            self._load_v1(saved, state["optimizer"])
+            self._load_v1(state["trainable"], state["optimizer"])
         else:
-            load_full_state(self.model, self._inner_optimizer(), saved, state["optimizer"])
-        _set_rng_state(state["rng"])
+            load_full_state(self.model, self._inner_optimizer(), state["trainable"], state["optimizer"])
+        set_rng_state(state["rng"])
         self.step = int(state["step"])
 
     # -- the update ------------------------------------------------------------------------------------------
@@ -338,14 +275,14 @@ class TorchTrainer:
             stopping.check()
 
     def _micro_step(self, batch: Sequence[TrainSample], scale: float) -> LossParts:
-        ids, attention, mask, sample_lp = _pad(batch, self.device)
+        ids, attention, mask, sample_lp = pad(batch, self.device)
         advantages = torch.tensor([s.advantage for s in batch], dtype=torch.float32, device=self.device)
         tis_on = torch.tensor(
             [1.0 if (s.staleness > 0 or self.cfg.tis_fresh) else 0.0 for s in batch], device=self.device
         )
-        keep = _loss_positions(mask)
+        keep = loss_positions(mask)
         with self._autocast():  # the backward pass then runs each product in the dtype of its forward
-            new = _logprobs_at(self.model, ids, attention, keep)
+            new = logprobs_at(self.model, ids, attention, keep)
             ref = self._reference_logprobs(ids, attention, keep) if self.cfg.kl_coef > 0.0 else None
         part = grpo_loss_parts(
             new,
@@ -372,8 +309,8 @@ class TorchTrainer:
         with torch.no_grad():
             if self.lora:
                 with self._unwrapped().disable_adapter():
-                    return _logprobs_at(self.model, ids, attention, keep)
-            return _logprobs_at(self.reference, ids, attention, keep)
+                    return logprobs_at(self.model, ids, attention, keep)
+            return logprobs_at(self.reference, ids, attention, keep)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.autocast is None:
@@ -443,123 +380,3 @@ class TorchTrainer:
         return (
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         )  # Linux: KiB; the process peak so far
-
-
-def _make_accelerator(*, cpu: bool) -> Any:
-    # accelerate imports deepspeed itself, and only when the launch config asks for it.
-    from accelerate import Accelerator, InitProcessGroupKwargs  # noqa: PLC0415 -- multi-process launches
-
-    # Follower ranks wait in a broadcast while rank 0 designs and plays (minutes to hours per step); the
-    # default collective timeout (10-30 min) would kill them. A crashed rank still ends the launch at once.
-    timeout = InitProcessGroupKwargs(timeout=datetime.timedelta(hours=FOLLOWER_WAIT_HOURS))
-    return Accelerator(cpu=cpu, kwargs_handlers=[timeout])
-
-
-def autocast_dtype(cfg: TrainerConfig, model: ModelConfig, device: torch.device) -> torch.dtype | None:
-    """The dtype the trainer's passes compute in under ``trainer.autocast`` (None: the weights' own)."""
-    if model.dtype != "float32" or cfg.autocast == "off":
-        return None
-    if cfg.autocast == "auto" and not fast_bf16(device):
-        return None
-    return torch.bfloat16
-
-
-def _checkpoint_layers(model: Any) -> None:
-    """Recompute every decoder layer in the backward pass (see the module docstring)."""
-    from transformers.modeling_layers import GradientCheckpointingLayer  # noqa: PLC0415
-
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    for module in model.modules():
-        if isinstance(module, GradientCheckpointingLayer):
-            module.training = True  # the layer's own flag only: what gates checkpointing, not dropout
-
-
-def _stop_between_layers(model: Any, check: Callable[[], None]) -> None:
-    """Call ``check`` before every decoder layer's forward: a stop request then ends a pass (and, with
-    gradient checkpointing, a backward pass, which runs each layer's forward again) at the next layer."""
-    from transformers.modeling_layers import GradientCheckpointingLayer  # noqa: PLC0415
-
-    for module in model.modules():
-        if isinstance(module, GradientCheckpointingLayer):
-            module.register_forward_pre_hook(lambda _module, _args: check())
-
-
-def _loss_tokens(sample: TrainSample) -> int:
-    return sum(sample.mask_T[1:])  # the first token is never predicted
-
-
-def _loss_positions(mask_BT: torch.Tensor) -> torch.Tensor:
-    """Positions ``t`` whose next token carries the loss in some row: the only logits the loss needs."""
-    keep = mask_BT[:, 1:].any(dim=0).nonzero().squeeze(-1)
-    return keep if keep.numel() else torch.zeros(1, dtype=torch.long, device=mask_BT.device)
-
-
-def _logprobs_at(model: Any, ids: torch.Tensor, attention: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities of ``ids[:, 1:]`` (``B×(T-1)``), computed at positions ``keep`` only, 0 elsewhere.
-
-    The vocabulary head is a large share of a small model's pass and its ``B×T×V`` logits dominate the
-    memory of a step; prompts and observations carry no loss, so their logits are never formed.
-    """
-    logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=keep, use_cache=False).logits
-    picked = token_logprobs(logits, ids[:, 1:].index_select(1, keep))
-    out = torch.zeros(ids.shape[0], ids.shape[1] - 1, dtype=picked.dtype, device=picked.device)
-    return out.index_copy(1, keep, picked)
-
-
-def _pad(batch: Sequence[TrainSample], device: torch.device) -> tuple[torch.Tensor, ...]:
-    """Right-padded ``ids``, ``attention``, ``mask`` and ``sample_logprobs`` of a micro-batch."""
-    for s in batch:
-        if not len(s.tokens_T) == len(s.mask_T) == len(s.sample_logprobs_T):
-            raise ValueError(
-                f"TrainSample fields differ in length (tokens {len(s.tokens_T)}, mask {len(s.mask_T)}, "
-                f"logprobs {len(s.sample_logprobs_T)}); build samples with TokenStream.train_sample"
-            )
-    width = max(len(s.tokens_T) for s in batch)
-    ids = torch.zeros((len(batch), width), dtype=torch.long)
-    attention = torch.zeros((len(batch), width), dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.float32)
-    sample_lp = torch.zeros((len(batch), width), dtype=torch.float32)
-    for row, s in enumerate(batch):
-        n = len(s.tokens_T)
-        ids[row, :n] = torch.tensor(s.tokens_T)
-        attention[row, :n] = 1
-        mask[row, :n] = torch.tensor(s.mask_T, dtype=torch.float32)
-        sample_lp[row, :n] = torch.tensor(s.sample_logprobs_T, dtype=torch.float32)
-    return ids.to(device), attention.to(device), mask.to(device), sample_lp.to(device)
-
-
-def _summarise(parts: Sequence[LossParts], tokens: int) -> dict[str, float]:
-    def mean(field: str) -> float:
-        return float(sum(getattr(p, field) for p in parts)) / tokens
-
-    return {
-        "train/loss": sum(float(p.loss_sum) for p in parts) / tokens,
-        "train/pg_loss": mean("pg_sum"),
-        "train/kl": mean("kl_sum"),
-        "train/clip_frac": mean("clipped_sum"),
-        "train/approx_kl": mean("approx_kl_sum"),
-        "train/mismatch_kl": mean("mismatch_kl_sum"),
-        "train/tis_weight": mean("tis_sum"),
-        "train/nll": mean("nll_sum"),
-        "train/tokens": float(tokens),
-    }
-
-
-def _rng_state() -> dict[str, Any]:
-    np_state: Any = np.random.get_state()
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]],
-        "python": list(random.getstate()),
-    }
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-    name, keys, *rest = state["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))

@@ -79,6 +79,13 @@ def tis_weights(old_BT: Tensor, sample_BT: Tensor, cap: float) -> Tensor:
     return torch.clamp(torch.exp(old_BT - sample_BT), max=cap).detach()
 
 
+def importance_weights(old_BT: Tensor, sample_BT: Tensor, cap: float, on_B: Tensor) -> Tensor:
+    """:func:`tis_weights` for the sequences where ``on_B`` is 1.0, weight 1 for those where it is 0.0."""
+    weights_BT = tis_weights(old_BT, sample_BT, cap)
+    on = on_B.unsqueeze(-1).to(weights_BT.dtype)
+    return on * weights_BT + (1.0 - on)
+
+
 def masked_sum(x_BT: Tensor, mask_BT: Tensor) -> Tensor:
     """Sum of ``x`` over tokens where ``mask`` is 1."""
     return (x_BT * mask_BT).sum()
@@ -136,9 +143,7 @@ def grpo_loss_parts(
         kl_coef: weight of the k3 KL penalty.
     """
     pg_BT, clipped_BT = ppo_clip_terms(new_BT, old_BT, advantages_B, clip)
-    weights_BT = tis_weights(old_BT, sample_BT, tis_cap)
-    on = tis_on_B.unsqueeze(-1).to(weights_BT.dtype)
-    weights_BT = on * weights_BT + (1.0 - on)
+    weights_BT = importance_weights(old_BT, sample_BT, tis_cap, tis_on_B)
     loss_BT = weights_BT * pg_BT
     kl_BT = torch.zeros_like(new_BT)
     if kl_coef > 0.0:

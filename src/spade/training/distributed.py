@@ -6,7 +6,8 @@ directory, policy); its trainer is a :class:`LeaderTrainer`, which broadcasts ea
 export, save, load) to the other ranks before making it itself. The other ranks run :func:`follow`: they
 build the same trainer and execute the calls they receive, so every collective (gradient all-reduce,
 FSDP/ZeRO gathers for export and checkpoints) has all ranks present. Each rank trains on every
-``world``-th sample of the step (see :mod:`spade.backends.trainer`).
+``world``-th sample of the step (see :mod:`spade.training.trainer`). :func:`spade.training.follow_run` is a
+follower rank's whole run.
 
 Nothing here runs unless the process was started by a distributed launcher (``WORLD_SIZE`` > 1).
 """
@@ -19,12 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from spade.errors import SpadeError
-from spade.types import TrainSample
+from spade.types import Trainer, TrainSample
 
 if TYPE_CHECKING:
-    from spade.backends.trainer import TorchTrainer
     from spade.config import TrainConfig
-    from spade.rundir import RunDir
 
 Op = Literal["step", "export", "save", "load", "stop"]
 
@@ -53,45 +52,6 @@ def is_follower() -> bool:
     return launched() and rank() != 0
 
 
-def full_state(
-    model: Any, optimizer: Any, names: set[str], accelerator: Any, deepspeed: bool
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The tensors ``names`` in full and the optimiser state keyed by parameter name, on rank 0.
-
-    Collective (every rank calls it; the others get partial dicts). Works on a plain module, DDP and FSDP
-    through ``torch.distributed.checkpoint.state_dict``; under DeepSpeed only the gathered weights (the
-    optimiser state is ``None``).
-    """
-    from torch.distributed.checkpoint.state_dict import (  # noqa: PLC0415
-        StateDictOptions,
-        get_state_dict,
-    )
-
-    if deepspeed:
-        weights = accelerator.get_state_dict(model)
-        return {n: t.detach().cpu().float() for n, t in weights.items() if n in names}, None
-    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    states: tuple[dict[str, Any], dict[str, Any]] = get_state_dict(model, optimizer, options=options)
-    model_sd, optim_sd = states
-    return {n: t.detach().cpu().clone() for n, t in model_sd.items() if n in names}, dict(optim_sd)
-
-
-def load_full_state(
-    model: Any, optimizer: Any, trainable: dict[str, Any], optimizer_state: dict[str, Any] | None
-) -> None:
-    """Load what :func:`full_state` returned into this rank's (possibly wrapped) model and optimiser."""
-    from torch.distributed.checkpoint.state_dict import (  # noqa: PLC0415
-        StateDictOptions,
-        set_model_state_dict,
-        set_optimizer_state_dict,
-    )
-
-    options = StateDictOptions(full_state_dict=True, strict=False)
-    set_model_state_dict(model, trainable, options=options)
-    if optimizer_state is not None:  # None: written under DeepSpeed, the moments restart
-        set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
-
-
 def _broadcast(op: Op | None, arg: Any = None) -> tuple[Op, Any]:
     """Rank 0 sends ``(op, arg)``; every rank returns it (followers pass ``None``)."""
     import torch.distributed as dist  # noqa: PLC0415 -- only in multi-process launches
@@ -109,7 +69,7 @@ class LeaderTrainer:
         inner: this rank's trainer, built with ``use_accelerate=True``.
     """
 
-    def __init__(self, inner: TorchTrainer) -> None:
+    def __init__(self, inner: Trainer) -> None:
         self.inner = inner
         self.stopped = False
 
@@ -124,7 +84,7 @@ class LeaderTrainer:
         return self.inner.export_weights(path)
 
     def save(self, path: Path) -> None:
-        """A world-size-independent checkpoint (see :meth:`TorchTrainer.save`)."""
+        """A world-size-independent checkpoint (see :meth:`spade.training.trainer.TorchTrainer.save`)."""
         _broadcast("save", str(path))
         self.inner.save(path)
 
@@ -140,7 +100,7 @@ class LeaderTrainer:
             self.stopped = True
 
 
-def follow(trainer: TorchTrainer) -> int:
+def follow(trainer: Trainer) -> int:
     """A follower rank's loop: execute rank 0's trainer calls until it stops; returns the updates made."""
     updates = 0
     while True:
@@ -167,16 +127,3 @@ def check_backend(cfg: TrainConfig) -> None:
             f"the scripted backend has no multi-process trainer (this launch has {world_size()} processes); "
             "run it with plain `spade train`, or pick a real model backend"
         )
-
-
-def follow_run(cfg: TrainConfig, *, resume: bool) -> RunDir:
-    """A follower rank's whole run: build the run's trainer, then :func:`follow` rank 0 until it stops."""
-    from spade.backends.trainer import TorchTrainer  # noqa: PLC0415 -- torch only on training ranks
-    from spade.rundir import RunDir  # noqa: PLC0415
-
-    run = RunDir(cfg.run_dir)
-    if resume:
-        cfg = run.load_config()
-    check_backend(cfg)
-    follow(TorchTrainer.from_config(cfg, use_accelerate=True))
-    return run

@@ -222,6 +222,26 @@ async def warm_start(
     if not isinstance(template, TurnTemplate):
         raise TypeError("the policy's template cannot do multi-turn token accounting (needs render_suffix)")
     t0 = time.perf_counter()
+    samples, counts = await _examples(cfg, runner, template)
+    losses = _imitate(cfg, trainer, samples, progress)
+    return {
+        **counts,
+        "sft/steps": float(len(losses)),
+        "sft/tokens": float(sum(sum(s.mask_T) for s in samples)),
+        "sft/loss_first": losses[0],
+        "sft/loss_last": losses[-1],
+        "time/sft_s": time.perf_counter() - t0,
+    }
+
+
+async def _examples(
+    cfg: TrainConfig, runner: EnvRunner, template: TurnTemplate
+) -> tuple[list[TrainSample], dict[str, float]]:
+    """The warm start's samples (episodes, line edits, hints) and their ``sft/*`` counts.
+
+    Raises:
+        SpadeError: no script won an episode, or no edit or strategy note was found where some were asked for.
+    """
     episodes, failed = await scripted_episodes(cfg, runner)
     if cfg.sft.episodes and not episodes:
         raise SpadeError(
@@ -248,6 +268,25 @@ async def warm_start(
     ]
     hint_replies = hint_samples(cfg, template)
     samples += hint_replies
+    return samples, {
+        "sft/episodes": float(len(episodes)),
+        "sft/failed_scripts": float(failed),
+        "sft/designs": float(len(edits)),
+        "sft/refused_edits": float(refused),
+        "sft/hints": float(len(hint_replies)),
+        "sft/hinted_episodes": float(sum(bool(note) for note in notes)),
+    }
+
+
+def _imitate(
+    cfg: TrainConfig, trainer: Trainer, samples: list[TrainSample], progress: Progress
+) -> list[float]:
+    """``sft.epochs`` shuffled passes over ``samples`` in steps of ``sft.batch``, at ``sft.lr`` where set;
+    returns each step's reply loss.
+
+    Raises:
+        SpadeError: ``sft.lr`` is set for a trainer that cannot change its learning rate.
+    """
     set_lr = getattr(trainer, "set_lr", None)
     if cfg.sft.lr > 0.0 and set_lr is None:
         raise SpadeError("sft.lr needs a single-process trainer; leave it 0 to warm up at trainer.lr")
@@ -267,19 +306,7 @@ async def warm_start(
     finally:
         if previous is not None and set_lr is not None:
             set_lr(previous)
-    return {
-        "sft/episodes": float(len(episodes)),
-        "sft/failed_scripts": float(failed),
-        "sft/designs": float(len(edits)),
-        "sft/refused_edits": float(refused),
-        "sft/hints": float(len(hint_replies)),
-        "sft/hinted_episodes": float(sum(bool(note) for note in notes)),
-        "sft/steps": float(len(losses)),
-        "sft/tokens": float(sum(sum(s.mask_T) for s in samples)),
-        "sft/loss_first": losses[0],
-        "sft/loss_last": losses[-1],
-        "time/sft_s": time.perf_counter() - t0,
-    }
+    return losses
 
 
 _MODEL_KEYED = ("backend", "model", "dtype", "device", "max_context")

@@ -1,0 +1,61 @@
+"""The trainer side of the method: the update of the policy's weights.
+
+- :mod:`~spade.training.grpo`: the GRPO loss (pure math);
+- :mod:`~spade.training.trainer`: the torch Trainer (one optimiser step per training step), with
+  :mod:`~spade.training.micro_batches` (packing and per-token loss pieces), :mod:`~spade.training.model`
+  (LoRA, reference model, accelerator) and :mod:`~spade.training.checkpoint` (its state file);
+- :mod:`~spade.training.sft`: the supervised warm start before RL;
+- :mod:`~spade.training.distributed`: multi-process training under ``accelerate launch``.
+
+The torch trainer is imported only when a run selects it (:data:`TORCH_TRAINER`), so importing this package
+stays cheap and a scripted run never loads torch, as :func:`spade.backends.make_policy` does for engines.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from spade.backends import set_threads
+from spade.backends.scripted import ScriptedTrainer
+from spade.config import TrainConfig
+from spade.rundir import RunDir
+from spade.training.distributed import LeaderTrainer, check_backend, follow, launched
+from spade.types import Trainer
+
+__all__ = ["TORCH_TRAINER", "follow_run", "make_trainer"]
+
+TORCH_TRAINER = "spade.training.trainer:TorchTrainer"
+"""``module:Class`` of the trainer of every backend but ``scripted``; imported when first built."""
+
+
+def make_trainer(cfg: TrainConfig) -> Trainer:
+    """The Trainer matching the policy backend: the scripted double for ``scripted``, else the torch trainer."""
+    if cfg.model.backend == "scripted":
+        if launched():
+            check_backend(cfg)
+        return ScriptedTrainer()
+    set_threads(cfg.model.threads)
+    if launched():  # rank 0 of `accelerate launch`: the other ranks follow this trainer's calls
+        check_backend(cfg)
+        return LeaderTrainer(_torch_trainer(cfg, use_accelerate=True))
+    return _torch_trainer(cfg, use_accelerate=False)
+
+
+def follow_run(cfg: TrainConfig, *, resume: bool) -> RunDir:
+    """A follower rank's whole run: build the run's trainer, then :func:`~spade.training.distributed.follow`
+    rank 0 until it stops."""
+    run = RunDir(cfg.run_dir)
+    if resume:
+        cfg = run.load_config()
+    check_backend(cfg)
+    follow(_torch_trainer(cfg, use_accelerate=True))
+    return run
+
+
+def _torch_trainer(cfg: TrainConfig, *, use_accelerate: bool) -> Trainer:
+    """``TorchTrainer.from_config``, its module (torch, transformers) imported on first use."""
+    module, _, name = TORCH_TRAINER.partition(":")
+    trainer_cls: Any = getattr(importlib.import_module(module), name)
+    trainer: Trainer = trainer_cls.from_config(cfg, use_accelerate=use_accelerate)
+    return trainer
