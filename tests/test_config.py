@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,10 @@ from spade.config import (
     to_json,
     to_toml,
 )
-from spade.train_cli import parse_config, run_cli
+from spade.preflight import check_names
+from spade.train_cli import config_cli, parse_config, run_cli
+
+FIXTURES = Path(__file__).parent / "fixtures" / "presets"
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -144,11 +148,6 @@ def test_unknown_preset_names_the_known_ones() -> None:
     ("change", "fix"),
     [
         ({"rollout": RolloutConfig(plays_per_env=1)}, "plays_per_env must be >= 2"),
-        ({"designer": DesignerConfig(skills=("juggling",))}, "choose from"),
-        (
-            {"designer": DesignerConfig(setting="tool_use", skills=("logical_deduction",))},
-            "not tool_use skills",
-        ),
         ({"reward": RewardConfig(delay=-1)}, "reward.delay must be >= 0"),
         ({"designer": DesignerConfig(tool_contract="multi_turn")}, "set designer.setting=tool_use"),
         (
@@ -170,6 +169,30 @@ def test_unknown_preset_names_the_known_ones() -> None:
 def test_cross_field_checks_say_how_to_fix(change: dict[str, object], fix: str) -> None:
     with pytest.raises(ConfigError, match=fix):
         dataclasses.replace(PAPER, **change)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "fix"),
+    [
+        ({"designer": DesignerConfig(skills=("juggling",))}, "choose from"),
+        (
+            {"designer": DesignerConfig(setting="tool_use", skills=("logical_deduction",))},
+            "not tool_use skills",
+        ),
+    ],
+)
+def test_names_are_checked_against_their_registries(change: dict[str, object], fix: str) -> None:
+    cfg = dataclasses.replace(PAPER, **change)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=fix):
+        check_names(cfg)
+
+
+def test_preset_files_hold_todays_values() -> None:
+    """Each presets/<name>.toml loads to the values the preset had when it was Python (fixtures/presets)."""
+    for name, cfg in PRESETS.items():
+        expected = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+        assert to_dict(cfg) == expected, name
+        assert from_dict(TrainConfig, expected) == cfg
 
 
 def test_a_delay_longer_than_the_run_is_allowed() -> None:
@@ -202,6 +225,13 @@ def test_baseline_modes_get_a_run_name_of_their_own_unless_named() -> None:
 def test_command_line_validation_errors_exit_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["--rollout.plays-per-env", "1"]) == 2
     assert "plays_per_env must be >= 2" in capsys.readouterr().err
+
+
+def test_unknown_names_on_the_command_line_exit_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["--model.backend", "tgi"]) == 2
+    assert "spade train: unknown model.backend 'tgi'; choose one of: hf, vllm" in capsys.readouterr().err
+    assert config_cli(["paper", "--eval.suites", "mystery"]) == 2
+    assert "spade config: eval.suites ['mystery'] are unknown; choose from: envs" in capsys.readouterr().err
 
 
 def test_config_is_frozen() -> None:
@@ -256,7 +286,7 @@ def test_unknown_backend_is_a_config_error_listing_the_registry() -> None:
     assert set(BACKENDS) == {"hf", "vllm", "openai", "scripted"}
     for build in (
         lambda: make_policy(ModelConfig(backend="tgi")),
-        lambda: dataclasses.replace(PAPER, model=ModelConfig(backend="tgi")),
+        lambda: check_names(dataclasses.replace(PAPER, model=ModelConfig(backend="tgi"))),
     ):
         with pytest.raises(
             ConfigError, match=r"unknown model\.backend 'tgi'; choose one of: hf, vllm, openai"
