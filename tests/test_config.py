@@ -18,6 +18,8 @@ from spade.config import (
     ConfigError,
     DesignerConfig,
     EvalConfig,
+    EvalOptions,
+    EvalSettings,
     MemoryConfig,
     ModelConfig,
     OpenAIConfig,
@@ -325,3 +327,15 @@ def test_old_flat_model_config_is_migrated_when_a_run_is_resumed(tmp_path: Path)
     assert from_json(to_json(RunDir(run).load_config())) == RunDir(run).load_config()
     old["model"] = {**OLD_FLAT_MODEL, "backend": "hf", "base_url": ""}  # an hf run: no URL to carry over
     assert from_json(json.dumps(old)).model.openai.base_urls == ()
+
+
+def test_eval_options_are_defined_once_and_keep_each_commands_defaults() -> None:
+    from spade.eval_cli import EvalArgs, options  # noqa: PLC0415 - the command line under test
+
+    shared = {f.name for f in dataclasses.fields(EvalSettings)}
+    assert shared <= {f.name for f in dataclasses.fields(EvalArgs)}
+    assert shared <= {f.name for f in dataclasses.fields(EvalConfig)}
+    cli = options(EvalArgs())
+    assert (cli.limit, cli.max_tokens) == (None, 512)  # `spade eval`: each suite's own count
+    in_training = EvalOptions.of(EvalConfig(), tasks=("gcd",))
+    assert (in_training.limit, in_training.max_tokens, in_training.tasks) == (8, 256, ("gcd",))
