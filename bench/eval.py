@@ -23,8 +23,7 @@ import json
 import time
 from typing import Any
 
-from spade.config import ModelConfig
-from spade.evals.base import EvalOptions
+from spade.config import EvalOptions, ModelConfig
 from spade.evals.policies import PolicySource, load_policy
 from spade.evals.runner import SuiteRequest, arun
 

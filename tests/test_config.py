@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from spade.config import (
     ConfigError,
     DesignerConfig,
     EvalConfig,
+    EvalOptions,
+    EvalSettings,
     MemoryConfig,
     ModelConfig,
     OpenAIConfig,
@@ -32,7 +35,10 @@ from spade.config import (
     to_json,
     to_toml,
 )
-from spade.train_cli import parse_config, run_cli
+from spade.preflight import check_names
+from spade.train_cli import config_cli, parse_config, run_cli
+
+FIXTURES = Path(__file__).parent / "fixtures" / "presets"
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -144,11 +150,6 @@ def test_unknown_preset_names_the_known_ones() -> None:
     ("change", "fix"),
     [
         ({"rollout": RolloutConfig(plays_per_env=1)}, "plays_per_env must be >= 2"),
-        ({"designer": DesignerConfig(skills=("juggling",))}, "choose from"),
-        (
-            {"designer": DesignerConfig(setting="tool_use", skills=("logical_deduction",))},
-            "not tool_use skills",
-        ),
         ({"reward": RewardConfig(delay=-1)}, "reward.delay must be >= 0"),
         ({"designer": DesignerConfig(tool_contract="multi_turn")}, "set designer.setting=tool_use"),
         (
@@ -170,6 +171,30 @@ def test_unknown_preset_names_the_known_ones() -> None:
 def test_cross_field_checks_say_how_to_fix(change: dict[str, object], fix: str) -> None:
     with pytest.raises(ConfigError, match=fix):
         dataclasses.replace(PAPER, **change)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "fix"),
+    [
+        ({"designer": DesignerConfig(skills=("juggling",))}, "choose from"),
+        (
+            {"designer": DesignerConfig(setting="tool_use", skills=("logical_deduction",))},
+            "not tool_use skills",
+        ),
+    ],
+)
+def test_names_are_checked_against_their_registries(change: dict[str, object], fix: str) -> None:
+    cfg = dataclasses.replace(PAPER, **change)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=fix):
+        check_names(cfg)
+
+
+def test_preset_files_hold_todays_values() -> None:
+    """Each presets/<name>.toml loads to the values the preset had when it was Python (fixtures/presets)."""
+    for name, cfg in PRESETS.items():
+        expected = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+        assert to_dict(cfg) == expected, name
+        assert from_dict(TrainConfig, expected) == cfg
 
 
 def test_a_delay_longer_than_the_run_is_allowed() -> None:
@@ -202,6 +227,13 @@ def test_baseline_modes_get_a_run_name_of_their_own_unless_named() -> None:
 def test_command_line_validation_errors_exit_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["--rollout.plays-per-env", "1"]) == 2
     assert "plays_per_env must be >= 2" in capsys.readouterr().err
+
+
+def test_unknown_names_on_the_command_line_exit_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["--model.backend", "tgi"]) == 2
+    assert "spade train: unknown model.backend 'tgi'; choose one of: hf, vllm" in capsys.readouterr().err
+    assert config_cli(["paper", "--eval.suites", "mystery"]) == 2
+    assert "spade config: eval.suites ['mystery'] are unknown; choose from: envs" in capsys.readouterr().err
 
 
 def test_config_is_frozen() -> None:
@@ -256,7 +288,7 @@ def test_unknown_backend_is_a_config_error_listing_the_registry() -> None:
     assert set(BACKENDS) == {"hf", "vllm", "openai", "scripted"}
     for build in (
         lambda: make_policy(ModelConfig(backend="tgi")),
-        lambda: dataclasses.replace(PAPER, model=ModelConfig(backend="tgi")),
+        lambda: check_names(dataclasses.replace(PAPER, model=ModelConfig(backend="tgi"))),
     ):
         with pytest.raises(
             ConfigError, match=r"unknown model\.backend 'tgi'; choose one of: hf, vllm, openai"
@@ -295,3 +327,15 @@ def test_old_flat_model_config_is_migrated_when_a_run_is_resumed(tmp_path: Path)
     assert from_json(to_json(RunDir(run).load_config())) == RunDir(run).load_config()
     old["model"] = {**OLD_FLAT_MODEL, "backend": "hf", "base_url": ""}  # an hf run: no URL to carry over
     assert from_json(json.dumps(old)).model.openai.base_urls == ()
+
+
+def test_eval_options_are_defined_once_and_keep_each_commands_defaults() -> None:
+    from spade.eval_cli import EvalArgs, options  # noqa: PLC0415 - the command line under test
+
+    shared = {f.name for f in dataclasses.fields(EvalSettings)}
+    assert shared <= {f.name for f in dataclasses.fields(EvalArgs)}
+    assert shared <= {f.name for f in dataclasses.fields(EvalConfig)}
+    cli = options(EvalArgs())
+    assert (cli.limit, cli.max_tokens) == (None, 512)  # `spade eval`: each suite's own count
+    in_training = EvalOptions.of(EvalConfig(), tasks=("gcd",))
+    assert (in_training.limit, in_training.max_tokens, in_training.tasks) == (8, 256, ("gcd",))

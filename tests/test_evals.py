@@ -12,10 +12,10 @@ import pytest
 
 from spade import envs
 from spade.backends.scripted import ByteTemplate, ScriptedPolicy
-from spade.config import ConfigError, EvalConfig, TrainConfig, preset
+from spade.config import ConfigError, EvalConfig, EvalOptions, TrainConfig, preset
 from spade.envs import variants
 from spade.evals import rg
-from spade.evals.base import EVAL_SEED_BASE, EvalError, EvalOptions, ItemResult, eval_seed
+from spade.evals.base import EVAL_SEED_BASE, EvalError, ItemResult, eval_seed
 from spade.evals.chat import Verdict, chat_episode
 from spade.evals.compare import compare_paths
 from spade.evals.intrain import eval_options
@@ -24,6 +24,7 @@ from spade.evals.registry import SUITES, make_suite
 from spade.evals.results import read_results, write_results
 from spade.evals.runner import SuiteRequest, evaluate
 from spade.evals.stats import bootstrap_ci, paired_diff, summarise
+from spade.preflight import check_names
 from spade.types import Completion, SamplingParams
 
 DATA = Path(__file__).parent / "eval_data"
@@ -133,7 +134,7 @@ def test_a_missing_optional_package_is_an_install_hint(
 def test_train_config_checks_eval_suites_and_counts() -> None:
     assert TrainConfig(eval=EvalConfig(every=3, suites=("math:chain_sum", "envs"))).eval.every == 3
     with pytest.raises(ConfigError, match=r"eval.suites \['mystery'\] are unknown; choose from: envs"):
-        TrainConfig(eval=EvalConfig(suites=("mystery",)))
+        check_names(TrainConfig(eval=EvalConfig(suites=("mystery",))))
     with pytest.raises(ConfigError, match=r"eval\.every must be >= 0"):
         TrainConfig(eval=EvalConfig(every=-1))
 

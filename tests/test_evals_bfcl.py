@@ -13,9 +13,9 @@ import pytest
 
 from eval_policy_double import ReplyPolicy
 from spade.backends import make_policy
-from spade.config import ModelConfig
+from spade.config import EvalOptions, ModelConfig
 from spade.evals import bfcl_data
-from spade.evals.base import EvalError, EvalOptions, ItemResult
+from spade.evals.base import EvalError, ItemResult
 from spade.evals.bfcl import BFCLSuite, renders_tools
 from spade.evals.bfcl_decode import DecodeError, decode_ast_prompting, decode_execute_prompting, to_tools
 

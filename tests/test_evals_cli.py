@@ -13,6 +13,7 @@ from spade import envs
 from spade.config import (
     DesignerConfig,
     EvalConfig,
+    EvalOptions,
     ModelConfig,
     PlayConfig,
     RolloutConfig,
@@ -20,7 +21,7 @@ from spade.config import (
     TrainConfig,
 )
 from spade.eval_cli import suite_selections
-from spade.evals.base import EvalError, EvalOptions, ItemResult
+from spade.evals.base import EvalError, ItemResult
 from spade.evals.policies import PolicySource
 from spade.evals.registry import SUITES
 from spade.evals.runner import evaluate

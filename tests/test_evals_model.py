@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spade.config import ModelConfig
-from spade.evals.base import EvalOptions
+from spade.config import EvalOptions, ModelConfig
 from spade.evals.policies import PolicySource
 from spade.evals.results import read_results
 from spade.evals.runner import SuiteRequest, evaluate

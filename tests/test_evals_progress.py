@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from spade.backends.scripted import ScriptedPolicy
+from spade.config import EvalOptions
 from spade.evals import runner
-from spade.evals.base import EvalOptions, ItemResult, Progress, Workload
+from spade.evals.base import ItemResult, Progress, Workload
 from spade.evals.progress import ProgressLog, duration
 from spade.evals.registry import SUITES, make_suite
 from spade.evals.runner import SuiteRequest, arun

@@ -225,7 +225,7 @@ def test_a_missing_notes_file_is_refused_before_anything_runs(tmp_path: Path) ->
 
 
 def test_envs_suite_shows_demonstrations_as_training_does() -> None:
-    from spade.evals.base import EvalOptions  # noqa: PLC0415
+    from spade.config import EvalOptions  # noqa: PLC0415
     from spade.evals.envs import play_config  # noqa: PLC0415
 
     assert play_config(EvalOptions(params={"demos": 1})).demos == 1

@@ -32,6 +32,7 @@ from spade.demos import Demo, demo_seed, record_demo
 from spade.edits import apply_line_edits
 from spade.errors import SpadeError
 from spade.options import with_options
+from spade.preflight import check_names
 from spade.prompts import DesignRequest, Exemplar
 from spade.sandbox import Sandbox
 from spade.train import train
@@ -304,12 +305,12 @@ def test_bad_sft_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"sft\.episodes"):
         validate(_cfg(episodes=-1))
     with pytest.raises(ConfigError, match=r"sft\.envs"):
-        validate(_cfg(episodes=2, envs=("no_such_game",)))
+        check_names(_cfg(episodes=2, envs=("no_such_game",)))
     with pytest.raises(ConfigError, match=r"sft\.envs"):
-        validate(_cfg(episodes=2, envs=("company_directory",)))  # a tool environment: no boxed script
+        check_names(_cfg(episodes=2, envs=("company_directory",)))  # a tool environment: no boxed script
     other_skill = dataclasses.replace(CPU_TINY.designer, seeds=("seating", "countdown"))  # another skill
     with pytest.raises(ConfigError, match=r"designer\.seeds \['countdown'\].*from combination_lock, seating"):
-        validate(dataclasses.replace(_cfg(), designer=other_skill))
+        check_names(dataclasses.replace(_cfg(), designer=other_skill))
     with pytest.raises(ConfigError, match=r"sft\.hinted_episodes must be >= 0"):
         validate(_cfg(episodes=2, hinted_episodes=-1))
     with pytest.raises(ConfigError, match=r"sft\.hints must be >= 0"):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from spade.toml_writer import dumps
+from spade.config.toml import dumps
 
 AWKWARD = [
     "",

@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
 
-ActionMode = Literal["boxed", "boxed_last", "lenient", "raw"]
-"""``boxed``: the *first* ``\\boxed{...}`` after any reasoning block, else the stripped text (the authors'
-parser, :func:`first_boxed`). ``boxed_last``: as ``boxed`` with the *last* complete box (:func:`last_boxed`).
-``lenient``: as ``boxed``; without a box, the number on the last line when it holds exactly one, else the last
-line (lines of bare markdown decoration skipped; small models rarely box their answers). ``raw``: the text
-after reasoning, stripped."""
+from spade.config.types import ActionMode
 
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)

@@ -16,16 +16,14 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from spade.config.types import RateMeasure
 from spade.regret import RegretEstimate
 from spade.rewards import DesignInputs, designer_reward, ema_update, invalid_env_reward
 
 if TYPE_CHECKING:
     from spade.config import RewardConfig
-
-RateMeasure = Literal["wins", "mean_return"]
-"""How a window's win rate is measured: fraction of plays won, or mean episode return (as released)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from typing import Literal, Protocol, get_args
 from spade import envs
 from spade.actions import strip_reasoning
 from spade.checker.extract import extract_code, looks_truncated
+from spade.config.types import Setting
 from spade.edits import UNCHANGED, apply_line_edits, build_line_edit_messages
 from spade.prompts import (
     DesignRequest,
@@ -30,7 +31,6 @@ from spade.prompts import (
     build_design_messages,
     truncate_words,
 )
-from spade.skills import Setting
 from spade.types import Completion, FinishReason, Message, Policy, SamplingParams, TrainSample
 
 ExtractStatus = Literal["ok", "no_code", "unchanged", "truncated", "model_error"]

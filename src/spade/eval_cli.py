@@ -22,19 +22,19 @@ import tyro
 from rich import progress as rp
 from rich.console import Console
 
-from spade.config import ModelConfig
-from spade.evals.base import EvalError, EvalOptions, Progress, Workload
+from spade.config import EvalOptions, EvalSettings, ModelConfig
+from spade.evals.base import EvalError, Progress, Workload
 from spade.evals.registry import SUITES
 
 if TYPE_CHECKING:
     from spade.evals.compare import Comparison
     from spade.evals.runner import ProgressFactory
 
-DEFAULTS = EvalOptions()
 
-
+# The scoring options (--episodes, --limit, ...) and their defaults are EvalSettings', as in training's
+# eval section; the fields below are the command line's own.
 @dataclass(frozen=True)
-class EvalArgs:
+class EvalArgs(EvalSettings):
     """Evaluate a policy on held-out suites (see docs/eval.md).
 
     SUITES are suite names (envs, reasoning_gym, math, bfcl, code), each optionally with its own task list:
@@ -53,24 +53,8 @@ class EvalArgs:
     param: tuple[str, ...] = ()
     """Task parameters KEY=VALUE (JSON values); `task.KEY=VALUE` for one task; envs: difficulty, action_mode,
     max_turns, context_tokens, demos."""
-    episodes: int = DEFAULTS.episodes
-    """Scored episodes per item."""
-    limit: int | None = DEFAULTS.limit
-    """Items per task for reasoning_gym and math (default 8; math has 32 tasks, so --limit 2 scores 64 items),
-    per category for bfcl (default 20), in all for envs and code (default: all). The count is printed first."""
-    fewshot: int = DEFAULTS.fewshot
-    """Worked examples from the same generator before each item (seeds disjoint from scored items)."""
-    temperature: float = DEFAULTS.temperature
-    """Sampling temperature (0: greedy; set > 0 when episodes > 1)."""
-    top_p: float = DEFAULTS.top_p
-    max_tokens: int = DEFAULTS.max_tokens
-    """Generation budget per reply."""
-    max_turns: int = DEFAULTS.max_turns
-    """Tries per Q&A item (feedback after a wrong answer)."""
-    concurrency: int = DEFAULTS.concurrency
-    """Episodes in flight (the backend batches their requests)."""
-    seed: int = DEFAULTS.seed
-    """Evaluation seed: with suite, item and episode it fixes every instance."""
+    top_p: float = EvalOptions().top_p
+    """Sampling nucleus (1.0: off)."""
     run: Annotated[tuple[Path, ...], tyro.conf.UseAppendAction] = ()
     """Evaluate this run's trained policy (its model config, weights from <run>/policy). Repeated (`--run A
     --run B`): evaluate each run on the same items (into <out>/<k>-<run name>) and print their comparison
@@ -121,18 +105,8 @@ def options(args: EvalArgs) -> EvalOptions:
     """The evaluation options an invocation asks for."""
     params: dict[str, Any] = {"preset": args.preset} if args.preset != "default" else {}
     params.update(parse_param(p) for p in args.param)
-    return EvalOptions(
-        episodes=args.episodes,
-        limit=args.limit,
-        fewshot=args.fewshot,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        max_tokens=args.max_tokens,
-        max_turns=args.max_turns,
-        concurrency=args.concurrency,
-        seed=args.seed,
-        tasks=tuple(t for t in args.tasks.split(",") if t),
-        params=params,
+    return EvalOptions.of(
+        args, top_p=args.top_p, tasks=tuple(t for t in args.tasks.split(",") if t), params=params
     )
 
 

@@ -20,9 +20,9 @@ from typing import Literal, get_args
 from spade import prompts
 from spade.actions import last_boxed, strip_reasoning
 from spade.backends.template import TurnTemplate
+from spade.config.types import Setting
 from spade.designer import sample_tokens
 from spade.prompts import truncate_code
-from spade.skills import Setting
 from spade.types import ChatTemplate, Message, Policy, SamplingParams
 
 HintReason = Literal[

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from spade.config import MemoryConfig
+from spade.config.types import Setting
 from spade.errors import SpadeError
 from spade.memory_select import eviction_order, in_band, pick_examples, pick_replay
 from spade.pyast import parse_module
-from spade.skills import Setting
 from spade.types import EnvSource
 
 FILENAME = "memory.sqlite"

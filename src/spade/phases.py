@@ -24,6 +24,7 @@ from spade.actions import last_boxed, strip_reasoning
 from spade.backends.batching import BatchingPolicy
 from spade.checker import CheckReport, Finding, FindingCode
 from spade.config import TrainConfig, TranscriptConfig
+from spade.config.types import Setting
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.demos import same_instance_demos
 from spade.hints import Hint, HintRequest, hint_metrics, write_hints
@@ -34,7 +35,7 @@ from spade.rollout import reset_options
 from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
 from spade.seeds import derive_rng, derive_seed
-from spade.skills import Setting, skills_for
+from spade.skills import skills_for
 from spade.training import make_trainer
 from spade.types import EnvSource, SamplingParams, Trainer, TrainSample, Trajectory
 

@@ -1,9 +1,13 @@
-"""Checks a run's setup before anything is written: paths, pool, corpus, model and model server.
+"""Checks a run's setup before anything is written: names, paths, pool, corpus, model and model server.
 
-:func:`check_setup` runs before ``spade train`` creates (or touches) a run directory, so a typo costs one
-line of output and leaves nothing behind. Each problem raises :class:`SetupError` whose one-line message
-names the value and the fix. What cannot be checked cheaply here (a corpus file's every record, a model's
-weights) is checked when the run starts; a failure there removes the fresh run directory again.
+:func:`check_names` checks the names a config gives against the registries that hold them (the backend,
+skills, seed games, eval suites, Reasoning-Gym tasks), which :mod:`spade.config` cannot import; ``spade
+train`` and ``spade config`` run it as they parse the command line. :func:`check_setup` runs it again, and
+the rest, before ``spade train`` creates (or touches) a run directory, so a typo costs one line of output
+and leaves nothing behind. A name raises :class:`~spade.config.ConfigError`, any other problem
+:class:`SetupError`; either one-line message names the value and the fix. What cannot be checked cheaply
+here (a corpus file's every record, a model's weights) is checked when the run starts; a failure there
+removes the fresh run directory again.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from pathlib import Path
 
 import httpx
 
-from spade.config import TrainConfig
+from spade.config import ConfigError, DesignerConfig, EvalConfig, ModelConfig, TrainConfig
 from spade.errors import SpadeError
+from spade.skills import skills_for
 
 SERVER_CHECK_TIMEOUT_S = 5.0
 
@@ -25,12 +30,17 @@ class SetupError(SpadeError):
 
 
 def check_setup(cfg: TrainConfig, *, fresh: bool) -> None:
-    """Raise :class:`SetupError` for the first problem found in ``cfg``'s paths, model and server.
+    """Raise for the first problem found in ``cfg``'s names (:func:`check_names`), paths, model and server.
 
     Args:
         cfg: the resolved config.
         fresh: a new run (its run directory must be creatable); False when resuming one.
+
+    Raises:
+        ConfigError: a name no registry holds.
+        SetupError: any other problem.
     """
+    check_names(cfg)
     if fresh:
         check_runs_dir(cfg.run_dir)
     if cfg.mode == "fixed_pool" or cfg.memory.warm_start:
@@ -43,6 +53,65 @@ def check_setup(cfg: TrainConfig, *, fresh: bool) -> None:
         check_model(cfg.model.model)
     if cfg.model.backend == "openai":
         check_servers(cfg.model.openai.base_urls)
+
+
+def check_names(cfg: TrainConfig) -> None:
+    """Every name ``cfg`` gives is in its registry: seed games and seeds, skills, the backend, eval suites
+    and, in procedural mode, the Reasoning-Gym tasks.
+
+    Raises:
+        ConfigError: the first unknown name, with the known ones.
+    """
+    _check_seed_names(cfg)
+    _check_skills(cfg.designer)
+    _check_backend(cfg.model)
+    _check_suites(cfg.eval)
+    if cfg.mode == "procedural":
+        from spade.procedural import task_problem  # noqa: PLC0415 - imports reasoning_gym only in this mode
+
+        problem = task_problem(cfg.procedural.tasks)
+        _require(not problem, problem)
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _check_seed_names(cfg: TrainConfig) -> None:
+    """``sft.envs`` are seed games, ``designer.seeds`` seeds of ``designer.skills``."""
+    d = cfg.designer
+    if not (cfg.sft.episodes and cfg.sft.envs) and not d.seeds:
+        return
+    from spade import envs  # noqa: PLC0415 - imports the seed library; only to check these names
+
+    games = envs.names("games")
+    bad = [n for n in cfg.sft.envs if n not in games] if cfg.sft.episodes else []
+    _require(not bad, f"sft.envs {bad} are not seed games; choose from {', '.join(games)}")
+    ours = [n for n in envs.names(d.setting) if not d.skills or envs.spec(n).skill in d.skills]
+    bad = [n for n in d.seeds if n not in ours]
+    _require(not bad, f"designer.seeds {bad} are not seeds of designer.skills; choose from {', '.join(ours)}")
+
+
+def _check_skills(d: DesignerConfig) -> None:
+    known = skills_for(d.setting)
+    bad = [s for s in d.skills if s not in known]
+    _require(not bad, f"designer.skills {bad} are not {d.setting} skills; choose from {', '.join(known)}")
+
+
+def _check_backend(m: ModelConfig) -> None:
+    from spade.backends.registry import BACKENDS  # noqa: PLC0415 - names only; engines import on use
+
+    _require(
+        m.backend in BACKENDS, f"unknown model.backend {m.backend!r}; choose one of: {', '.join(BACKENDS)}"
+    )
+
+
+def _check_suites(e: EvalConfig) -> None:
+    from spade.evals.registry import SUITES  # noqa: PLC0415 - names only; suites import on use
+
+    bad = [s for s in e.suites if s.partition(":")[0] not in SUITES]
+    _require(not bad, f"eval.suites {bad} are unknown; choose from: {', '.join(SUITES)}")
 
 
 def check_runs_dir(run_dir: Path) -> None:
@@ -71,7 +140,7 @@ def check_pool(pool: str) -> None:
 
 
 def check_procedural(tasks: tuple[str, ...]) -> None:
-    """Every difficulty level of every procedural task builds an item (names were checked by the config)."""
+    """Every difficulty level of every procedural task builds an item (:func:`check_names` checked the names)."""
     from spade.procedural import ProceduralError, task_levels  # noqa: PLC0415 - imports reasoning_gym
 
     for task in tasks:

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from spade.config.sandbox import Limits
 from spade.errors import SpadeError
-from spade.sandbox.limits import Limits
 from spade.types import EnvSource, PlayStatus, Trajectory
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def task_of(env: str) -> str:
     return env.removeprefix(ENV_PREFIX)
 
 
-# -- configuration checks (called by spade.config.validate) -------------------------------------------------
+# -- configuration checks (called by spade.preflight.check_names) ---------------------------------------------
 
 
 def task_problem(tasks: Sequence[str], where: str = "procedural.tasks") -> str:

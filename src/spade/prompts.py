@@ -18,11 +18,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from spade import tool_prompts
+from spade.config.types import Difficulty
 from spade.skills import setting_of, skills_for
 from spade.types import CorpusDoc, Message
-
-Difficulty = Literal["easy", "medium", "hard"]
-"""Target difficulty of a designed environment."""
 
 EditFormat = Literal["file", "patch", "lines"]
 """``file``: the edit is the complete modified module; ``patch``: SEARCH/REPLACE blocks applied to the parent;

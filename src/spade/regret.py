@@ -41,12 +41,12 @@ import types
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-RegretMethod = Literal["control_variate", "paired", "difference_of_means"]
+from spade.config.types import RegretMethod
+
 FloatArray = npt.NDArray[np.float64]
 _TINY = 1e-12
 

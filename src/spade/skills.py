@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-Setting = Literal["games", "tool_use"]
+from spade.config.types import Setting
 
 GAME_SKILLS: dict[str, str] = {
     "mathematical_reasoning": "Mathematical Reasoning",

@@ -66,7 +66,16 @@ def _split(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def parse_args(argv: Sequence[str]) -> TrainArgs:
-    """The options a command line asks for (``--help`` prints every option and exits)."""
+    """The options a command line asks for (``--help`` prints every option and exits), their names checked
+    against the registries (:func:`spade.preflight.check_names`)."""
+    from spade.preflight import check_names  # noqa: PLC0415 - imports httpx, needed only once parsed
+
+    args = _parse_args(argv)
+    check_names(args.config)
+    return args
+
+
+def _parse_args(argv: Sequence[str]) -> TrainArgs:
     known, rest = _split(argv)
     if known.resume is not None and "--help" not in rest and "-h" not in rest:
         return _resume_args(argv, known.resume)

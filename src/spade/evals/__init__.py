@@ -7,7 +7,8 @@ this package (as the config does, to check suite names) stays cheap.
 
 from typing import Any
 
-from spade.evals.base import EvalError, EvalOptions, ItemResult, Suite, eval_seed
+from spade.config import EvalOptions
+from spade.evals.base import EvalError, ItemResult, Suite, eval_seed
 
 __all__ = ["EvalError", "EvalOptions", "ItemResult", "PolicySource", "Suite", "eval_seed", "evaluate"]
 

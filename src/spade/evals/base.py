@@ -1,6 +1,6 @@
 """The evaluation contract shared by every suite: options in, one result per scored item out.
 
-A suite turns a :class:`~spade.types.Policy` and :class:`EvalOptions` into a list of :class:`ItemResult`
+A suite turns a :class:`~spade.types.Policy` and :class:`~spade.config.EvalOptions` into a list of :class:`ItemResult`
 (one per item, each holding the scores of its episodes). Aggregation (means, bootstrap intervals, category
 rollups), output files and the CLI live elsewhere and work the same for every suite.
 
@@ -15,8 +15,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from spade.config import EvalOptions
 from spade.errors import SpadeError
 from spade.types import Policy
+
+__all__ = [
+    "EVAL_SEED_BASE",
+    "EvalError",
+    "EvalOptions",
+    "ItemResult",
+    "Progress",
+    "Suite",
+    "Workload",
+    "eval_seed",
+    "plural",
+]
 
 EVAL_SEED_BASE = 2**31
 """Every evaluation seed is at least this; every training episode seed is below it."""
@@ -24,32 +37,6 @@ EVAL_SEED_BASE = 2**31
 
 class EvalError(SpadeError):
     """A suite cannot run as asked (unknown suite or task, missing optional package, bad option)."""
-
-
-@dataclass(frozen=True, slots=True)
-class EvalOptions:
-    """How to evaluate: the same fields mean the same thing in every suite."""
-
-    episodes: int = 1
-    """Scored episodes (samples) per item."""
-    limit: int | None = None
-    """Score at most this many items per task or category (None: all)."""
-    fewshot: int = 0
-    """Worked examples placed in the conversation before each item (seeds disjoint from scored items)."""
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int = 512
-    """Generation budget per reply."""
-    max_turns: int = 2
-    """Turns per episode where the suite is multi-turn (Reasoning-Gym: feedback after a wrong answer)."""
-    concurrency: int = 32
-    """Episodes in flight at once (the backend batches their requests)."""
-    seed: int = 0
-    """Evaluation seed: with the item index and episode it gives every instance (see :func:`eval_seed`)."""
-    tasks: tuple[str, ...] = ()
-    """Suite-specific selection: task names, categories, environment names or paths (empty: the default)."""
-    params: dict[str, Any] = field(default_factory=dict)
-    """Suite-specific task parameters (e.g. ``{"difficulty": "hard"}`` or a generator config)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from spade.backends.template import TurnTemplate
-from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Workload, eval_seed, plural
+from spade.config import EvalOptions
+from spade.evals.base import EvalError, ItemResult, Progress, Workload, eval_seed, plural
 from spade.sandbox import Limits, Sandbox
 from spade.sandbox.programs import run_program
 from spade.types import Message, Policy, SamplingParams

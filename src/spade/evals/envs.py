@@ -25,9 +25,9 @@ from typing import Any
 
 from spade import envs as registry
 from spade.checker.feasibility import solution_actions
-from spade.config import PlayConfig
+from spade.config import EvalOptions, PlayConfig
 from spade.envs import variants
-from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Workload, eval_seed, plural
+from spade.evals.base import EvalError, ItemResult, Progress, Workload, eval_seed, plural
 from spade.evals.chat import gather_bounded
 from spade.evals.policies import ScriptedSolver
 from spade.memory import EnvStatus, Memory

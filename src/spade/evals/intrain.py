@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from spade import stopping
-from spade.config import EvalConfig, PlayConfig, TrainConfig
-from spade.evals.base import EvalOptions, ItemResult
+from spade.config import EvalConfig, EvalOptions, PlayConfig, TrainConfig
+from spade.evals.base import ItemResult
 from spade.evals.results import SUMMARY, write_results
 from spade.evals.runner import SuiteReport, SuiteRequest, arun, parse_suite, prepare, results_summary
 from spade.types import Policy
@@ -37,18 +37,7 @@ def eval_options(e: EvalConfig, name: str, tasks: tuple[str, ...], play: PlayCon
         max_tokens = play.turn_tokens
     if e.preset != "default":
         params["preset"] = e.preset
-    return EvalOptions(
-        episodes=e.episodes,
-        limit=e.limit,
-        fewshot=e.fewshot,
-        temperature=e.temperature,
-        max_tokens=max_tokens,
-        max_turns=e.max_turns,
-        concurrency=e.concurrency,
-        seed=e.seed,
-        tasks=tasks,
-        params=params,
-    )
+    return EvalOptions.of(e, max_tokens=max_tokens, tasks=tasks, params=params)
 
 
 def report_metrics(report: SuiteReport) -> dict[str, float]:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Workload, eval_seed, plural
+from spade.config import EvalOptions
+from spade.evals.base import EvalError, ItemResult, Progress, Workload, eval_seed, plural
 from spade.evals.chat import ChatEpisode, Judge, Verdict, chat_episode, gather_bounded
 from spade.types import Message, Policy, SamplingParams
 

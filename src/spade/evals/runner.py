@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from spade.config import to_dict
-from spade.evals.base import EvalError, EvalOptions, ItemResult, Progress, Suite, Workload
+from spade.config import EvalOptions, to_dict
+from spade.evals.base import EvalError, ItemResult, Progress, Suite, Workload
 from spade.evals.policies import PolicySource, ScriptedSolver, load_policy, preflight
 from spade.evals.registry import check_suite_name, make_suite
 from spade.evals.results import check_writable, write_results

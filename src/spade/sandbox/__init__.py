@@ -5,11 +5,11 @@ child that loads the source and returns an :class:`EnvHandle`; every value leavi
 the harness, and every failure is a :class:`SandboxError` with a ``kind``.
 """
 
+from spade.config.sandbox import LayerMode, Limits
 from spade.sandbox.api import LAYER_NAMES, EnvInstance, EnvMeta, EnvRunner
 from spade.sandbox.errors import ERROR_KINDS, ErrorKind, SandboxError
 from spade.sandbox.handle import EnvHandle
 from spade.sandbox.harness import Sandbox
-from spade.sandbox.limits import LayerMode, Limits
 
 __all__ = [
     "ERROR_KINDS",

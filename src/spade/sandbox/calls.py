@@ -20,12 +20,12 @@ from collections.abc import Callable
 from signal import ITIMER_VIRTUAL, setitimer  # bound before guard.install() replaces signal.setitimer
 from typing import Any
 
+from spade.config.sandbox import Limits
 from spade.env import TextEnv, ToolEnv
 from spade.envs.loader import EnvLoadError, load_env_factory
 from spade.errors import SpadeError
 from spade.sandbox import guard, validate
 from spade.sandbox.errors import ErrorKind
-from spade.sandbox.limits import Limits
 
 _MAX_MESSAGE = 2000
 

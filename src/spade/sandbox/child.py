@@ -17,8 +17,8 @@ import signal
 import socket
 from dataclasses import dataclass
 
+from spade.config.sandbox import Limits
 from spade.sandbox import calls, guard
-from spade.sandbox.limits import Limits
 from spade.sandbox.seccomp import Installer, no_new_privs_only
 
 SOCK_FD = 3

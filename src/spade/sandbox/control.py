@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spade.config.sandbox import Limits
 from spade.sandbox import bwrap
 from spade.sandbox.errors import SandboxError
-from spade.sandbox.limits import Limits
 
 # The zygote gets exactly the harness's import path (it may be an editable install or a source checkout).
 _BOOT = (

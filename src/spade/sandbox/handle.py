@@ -21,12 +21,12 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, NoReturn, Self, TypeVar
 
+from spade.config.sandbox import Limits
 from spade.env import StepResult
 from spade.errors import SpadeError
 from spade.sandbox import replies, validate
 from spade.sandbox.api import EnvMeta
 from spade.sandbox.errors import ErrorKind, SandboxError
-from spade.sandbox.limits import Limits
 
 T = TypeVar("T")
 Terminate = Callable[[int, float], dict[str, Any]]

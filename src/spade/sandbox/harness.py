@@ -11,11 +11,11 @@ import threading
 from types import TracebackType
 from typing import Any, Self
 
+from spade.config.sandbox import Limits
 from spade.sandbox.api import LAYER_NAMES
 from spade.sandbox.control import Zygote
 from spade.sandbox.errors import SandboxError
 from spade.sandbox.handle import EnvHandle
-from spade.sandbox.limits import Limits
 
 
 class Sandbox:

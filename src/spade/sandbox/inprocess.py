@@ -21,13 +21,13 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from spade.config.sandbox import Limits
 from spade.env import StepResult, TextEnv, ToolEnv
 from spade.envs.loader import EnvLoadError, load_env_factory
 from spade.envs.official import OfficialEnv
 from spade.sandbox import validate
 from spade.sandbox.api import LAYER_NAMES, EnvMeta
 from spade.sandbox.errors import ErrorKind, SandboxError
-from spade.sandbox.limits import Limits
 
 T = TypeVar("T")
 

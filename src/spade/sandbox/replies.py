@@ -10,10 +10,10 @@ import json
 import signal
 from typing import Any, cast, get_args
 
+from spade.config.sandbox import Limits
 from spade.sandbox import validate
 from spade.sandbox.api import EnvMeta
 from spade.sandbox.errors import ERROR_KINDS, ErrorKind, SandboxError
-from spade.sandbox.limits import Limits
 
 _CRASH_SIGNALS = {
     signal.SIGSEGV: "a C stack overflow (deep recursion past sys.setrecursionlimit) or a native crash",

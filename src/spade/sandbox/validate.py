@@ -16,9 +16,9 @@ import json
 import math
 from typing import Any, Literal
 
+from spade.config.sandbox import Limits
 from spade.env import StepResult
 from spade.sandbox.errors import SandboxError
-from spade.sandbox.limits import Limits
 
 ValueField = Literal[
     "result", "observation", "reward", "terminated", "truncated", "info", "tools", "tool_output", "solution"

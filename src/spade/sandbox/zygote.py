@@ -23,8 +23,8 @@ import sys
 import time
 from typing import Any
 
+from spade.config.sandbox import Limits
 from spade.sandbox import child
-from spade.sandbox.limits import Limits
 from spade.sandbox.seccomp import Installer, SeccompUnavailableError, build_program
 
 PRELOAD: tuple[str, ...] = (

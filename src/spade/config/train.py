@@ -1,0 +1,127 @@
+"""The training config: one section per component composed into :class:`TrainConfig`, and its checks.
+
+:func:`validate` runs every section's own checks and the checks across sections; :func:`mode_checks` gathers
+the checks that depend on ``mode``. Names checked against a registry (the backend, skills, seed games, eval
+suites, Reasoning-Gym tasks) are checked by :func:`spade.preflight.check_names`, outside this package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spade.config.checker import CheckerConfig
+from spade.config.cluster import ClusterConfig
+from spade.config.designer import DesignerConfig
+from spade.config.errors import require
+from spade.config.eval import EvalConfig
+from spade.config.memory import CorpusConfig, MemoryConfig, TranscriptConfig
+from spade.config.model import ModelConfig
+from spade.config.play import PlayConfig
+from spade.config.procedural import ProceduralConfig
+from spade.config.rollout import RewardConfig, RolloutConfig
+from spade.config.sandbox import Limits
+from spade.config.trainer import SFTConfig, TrainerConfig
+from spade.config.types import Mode
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """A SPADE training run."""
+
+    name: str = "spade"
+    """Run name: the run directory is <runs-dir>/<name> (`spade train` without --name: the preset's name,
+    plus -<mode> for fixed_pool and procedural, e.g. cpu-tiny-fixed_pool)."""
+    runs_dir: Path = Path("runs")
+    """Parent folder of run directories."""
+    steps: int = 400
+    """Training steps (one update each); a checkpoint is written after every step."""
+    seed: int = 0
+    """Seed of every random choice in the run (designs, seeds of episodes, corpus order, probes)."""
+    mode: Mode = "selfplay"
+    """'selfplay': designer and agent (SPADE); 'fixed_pool': agent only, on a fixed pool (the baseline);
+    'procedural': agent only, on Reasoning-Gym tasks with adaptive difficulty (see the procedural section)."""
+    pool: str = ""
+    """fixed_pool mode: an official-format pool folder, a run directory (the valid environments of its
+    memory.sqlite), or empty for the seed library."""
+    sampled_token_budget: int = 0
+    """End the run after the step at which the tokens the model has sampled in it (agent replies, designs
+    and hints: every completion token) reach this many, even before ``steps`` (0: no budget). Equal budgets
+    make modes comparable: self-play pays for its designer out of the same budget."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    play: PlayConfig = field(default_factory=PlayConfig)
+    sandbox: Limits = field(default_factory=Limits)
+    checker: CheckerConfig = field(default_factory=CheckerConfig)
+    designer: DesignerConfig = field(default_factory=DesignerConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    transcripts: TranscriptConfig = field(default_factory=TranscriptConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    procedural: ProceduralConfig = field(default_factory=ProceduralConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def run_dir(self) -> Path:
+        """Where this run writes everything."""
+        return self.runs_dir / self.name
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Cross-field checks; raises ConfigError saying how to fix the first problem found."""
+    require(cfg.steps >= 1, f"steps must be >= 1 (got {cfg.steps})")
+    require(cfg.sampled_token_budget >= 0, "sampled_token_budget must be >= 0 (0: no budget)")
+    cfg.play.validate()
+    cfg.rollout.validate()
+    cfg.sft.validate()
+    cfg.designer.validate()
+    cfg.trainer.validate()
+    cfg.reward.validate()
+    cfg.memory.validate()
+    _across_sections(cfg)
+    cfg.model.validate()
+    cfg.transcripts.validate()
+    cfg.eval.validate()
+    cfg.cluster.validate()
+    mode_checks(cfg)
+
+
+def _across_sections(cfg: TrainConfig) -> None:
+    """The checks that tie one section's value to another's."""
+    d = cfg.designer
+    require(
+        cfg.sft.designs == 0 or d.edit_format == "lines",
+        "sft.designs imitates line edits: set designer.edit_format=lines (or sft.designs 0)",
+    )
+    require(
+        cfg.sft.hints == 0 or d.setting == "games",
+        "sft.hints answers hint requests with the seed games' strategy notes: it needs designer.setting=games",
+    )
+    require(
+        cfg.memory.enabled or d.edit_fraction == 0.0,
+        "memory.enabled=False leaves edit mode without parents: set designer.edit_fraction=0",
+    )
+
+
+def mode_checks(cfg: TrainConfig) -> None:
+    """The checks that depend on ``cfg.mode``: what self-play needs (hinted plays, a server for the openai
+    backend) and the procedural controller's settings."""
+    r = cfg.reward
+    require(
+        r.variant == "learning_potential" or cfg.mode != "selfplay" or cfg.rollout.hint_plays_per_env >= 1,
+        f"reward.variant={r.variant!r} needs hinted plays: set rollout.hint_plays_per_env >= 1",
+    )
+    m = cfg.model
+    require(
+        cfg.mode != "selfplay" or m.backend != "openai" or bool(m.openai.base_urls),
+        "model.backend='openai' needs model.openai.base_urls "
+        "(e.g. --model.openai.base-urls http://127.0.0.1:8000/v1)",
+    )
+    if cfg.mode == "procedural":
+        cfg.procedural.validate()

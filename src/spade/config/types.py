@@ -1,0 +1,32 @@
+"""The value sets of config fields, as ``Literal`` aliases.
+
+They live at the bottom of the package so that :mod:`spade.config` imports nothing above it; the modules that
+act on a value set (:mod:`spade.actions`, :mod:`spade.credit`, ...) import its alias from here.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Mode = Literal["selfplay", "fixed_pool", "procedural"]
+"""'selfplay': designer and agent (SPADE); 'fixed_pool': agent only, on a fixed pool (the baseline);
+'procedural': agent only, on Reasoning-Gym tasks with adaptive difficulty."""
+
+Setting = Literal["games", "tool_use"]
+"""Which skills environments are designed for (see :mod:`spade.skills`)."""
+
+ActionMode = Literal["boxed", "boxed_last", "lenient", "raw"]
+"""``boxed``: the *first* ``\\boxed{...}`` after any reasoning block, else the stripped text (the authors'
+parser, :func:`spade.actions.first_boxed`). ``boxed_last``: as ``boxed`` with the *last* complete box
+(:func:`spade.actions.last_boxed`). ``lenient``: as ``boxed``; without a box, the number on the last line when
+it holds exactly one, else the last line (lines of bare markdown decoration skipped; small models rarely box
+their answers). ``raw``: the text after reasoning, stripped."""
+
+Difficulty = Literal["easy", "medium", "hard"]
+"""Target difficulty of a designed environment."""
+
+RateMeasure = Literal["wins", "mean_return"]
+"""How a window's win rate is measured: fraction of plays won, or mean episode return (as released)."""
+
+RegretMethod = Literal["control_variate", "paired", "difference_of_means"]
+"""How regret is estimated from the hinted and unhinted plays (see :mod:`spade.regret`)."""
