@@ -21,11 +21,12 @@ from typing import Any
 
 from transformers import AutoTokenizer
 
-from spade import designer, phases
+from spade import phases
 from spade.backends.embedded import resolve_model
 from spade.backends.template import HFChatTemplate
 from spade.config import TrainConfig, preset
 from spade.corpus import CorpusSampler, load_corpus
+from spade.design import designer
 from spade.memory import Memory, seed_sources
 from spade.prompts import Exemplar, build_design_messages
 from spade.types import CorpusDoc, Message

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from spade import designer, prompts, tool_prompts
-from spade.designer import (
+from spade import prompts, tool_prompts
+from spade.design import designer
+from spade.design.designer import (
     Design,
     DesignRequest,
     Exemplar,

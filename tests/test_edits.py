@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from spade import designer, envs
-from spade.edits import (
+from spade import envs
+from spade.design import designer
+from spade.design.edits import (
     apply_line_edits,
     build_line_edit_messages,
     excerpt_window,

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from spade import envs, hints, prompts
+from spade import envs, prompts
 from spade.config import PAPER, RolloutConfig
+from spade.design import hints
+from spade.design.hints import HintRequest
 from spade.env import ToolEnv
-from spade.hints import HintRequest
 from spade.types import Completion, Message, SamplingParams
 
 CODE = (

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from spade import designer, phases
+from spade import phases
 from spade.config import (
     PAPER,
     CheckerConfig,
@@ -21,6 +21,7 @@ from spade.config import (
     ScriptedConfig,
     TrainConfig,
 )
+from spade.design import designer
 from spade.sandbox import Limits
 from spade.train import train
 from spade.train_cli import parse_config

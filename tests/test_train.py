@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from spade import designer, envs, phases, rewards, stopping
+from spade import envs, phases, rewards, stopping
 from spade.checker import CheckReport, FindingCode
 from spade.config import (
     CheckerConfig,
@@ -34,6 +34,7 @@ from spade.config import (
     TrainConfig,
 )
 from spade.credit import EnvStats, PendingCredit
+from spade.design import designer
 from spade.memory import EnvStatus, Memory
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox

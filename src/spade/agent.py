@@ -12,11 +12,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from spade.actions import last_boxed, parse_action, strip_reasoning
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.backends.toolcalls import parse_tool_calls
 from spade.config import PlayConfig
 from spade.demos import Demo, demo_messages, next_game_intro
+from spade.replies import last_boxed, parse_action, strip_reasoning
 from spade.rewards import episode_return, is_success, with_format_reward
 from spade.sandbox import EnvInstance, SandboxError
 from spade.types import (

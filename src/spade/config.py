@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from spade import toml_writer
-from spade.actions import ActionMode
 from spade.credit import RateMeasure
 from spade.errors import SpadeError
 from spade.prompts import Difficulty
 from spade.regret import RegretMethod
+from spade.replies import ActionMode
 from spade.sandbox.limits import Limits
 from spade.skills import Setting, skills_for
 
@@ -166,7 +166,7 @@ class PlayConfig(WinRule):
 
     action_mode: ActionMode = "boxed"
     """How an action is read from a reply: 'boxed' (the first \\boxed{...}, the released recipe), 'boxed_last',
-    or a more forgiving mode for small models (see spade.actions)."""
+    or a more forgiving mode for small models (see spade.replies)."""
     max_turns: int = 25
     """Agent turn budget per episode (the environment's own max_turns may end it sooner)."""
     context_tokens: int = 32768

@@ -19,17 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spade import cluster, designer, procedural, tool_prompts, transcripts
-from spade.actions import last_boxed, strip_reasoning
+from spade import cluster, procedural, tool_prompts, transcripts
 from spade.backends.batching import BatchingPolicy
 from spade.checker import CheckReport, Finding, FindingCode
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.demos import same_instance_demos
-from spade.hints import Hint, HintRequest, hint_metrics, write_hints
+from spade.design import designer
+from spade.design.hints import Hint, HintRequest, hint_metrics, write_hints
 from spade.memory import FILENAME as MEMORY_FILE
 from spade.memory import EnvRecord, EnvStatus, Memory, StoredFinding, archive_sources, seed_sources
 from spade.prompts import DesignRequest, review_system
+from spade.replies import last_boxed, strip_reasoning
 from spade.rollout import reset_options
 from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, SandboxError
@@ -54,7 +55,7 @@ class DesignOutcome:
     seed_hints: tuple[str | None, ...] = ()
     """``designer.hint_mode='instance'``: one hint per hinted seed, in seed order (None: rejected)."""
     hint_calls: tuple[tuple[str, str], ...] = ()
-    """Why each hint call for it was kept or refused (:data:`spade.hints.HintReason`) and what the model
+    """Why each hint call for it was kept or refused (:data:`spade.design.hints.HintReason`) and what the model
     wrote, for the design transcript."""
 
     def hints_for(self, n: int) -> list[str | None]:

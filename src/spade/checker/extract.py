@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from spade.actions import strip_reasoning
 from spade.pyast import parse_module
+from spade.replies import strip_reasoning
 
 _FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+.-]*)[^\n]*$", re.MULTILINE)
 _PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})

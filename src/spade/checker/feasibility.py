@@ -8,7 +8,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spade.actions import last_boxed
 from spade.checker.dynamic import reward_findings
 from spade.checker.episodes import Episode, rate
 from spade.checker.failures import first_failure
@@ -17,6 +16,7 @@ from spade.checker.probes import Policy
 from spade.config import CheckerConfig, WinRule
 from spade.envs.official import PLAN_MARKER
 from spade.pyast import parse_expression
+from spade.replies import last_boxed
 
 _TAGGED = re.compile(r"<tool_call>.*?</tool_call>|<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
 _ANSWER = re.compile(r"^\s*<answer>(.*?)</answer>\s*$", re.DOTALL | re.IGNORECASE)

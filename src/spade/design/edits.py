@@ -17,9 +17,9 @@ from __future__ import annotations
 import ast
 import re
 
-from spade.actions import strip_reasoning
 from spade.prompts import DIFFICULTY_RULES, SKILL_DESCRIPTIONS, DesignRequest, Exemplar
 from spade.pyast import parse_module
+from spade.replies import strip_reasoning
 from spade.types import Message
 
 LINES_SYSTEM = (

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from spade import prompts
-from spade.actions import last_boxed, strip_reasoning
 from spade.backends.template import TurnTemplate
-from spade.designer import sample_tokens
+from spade.design.designer import sample_tokens
 from spade.prompts import truncate_code
+from spade.replies import last_boxed, strip_reasoning
 from spade.skills import Setting
 from spade.types import ChatTemplate, Message, Policy, SamplingParams
 

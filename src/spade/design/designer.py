@@ -6,7 +6,7 @@ them in one batch (:func:`design`, the only impure part: a thin async call of a 
 and extracts the code of each completion robustly (:func:`extract_design_code`: reasoning blocks, several
 fences, output cut at ``max_tokens``). A failure is a :class:`Design` with a status, never an exception, and
 every design with sampled tokens is a (possibly penalised) designer training sample. Hints live in
-``spade.hints``.
+``spade.design.hints``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
 
 from spade import envs
-from spade.actions import strip_reasoning
 from spade.checker.extract import extract_code, looks_truncated
-from spade.edits import UNCHANGED, apply_line_edits, build_line_edit_messages
+from spade.design.edits import UNCHANGED, apply_line_edits, build_line_edit_messages
 from spade.prompts import (
     DesignRequest,
     Exemplar,
@@ -30,6 +29,7 @@ from spade.prompts import (
     build_design_messages,
     truncate_words,
 )
+from spade.replies import strip_reasoning
 from spade.skills import Setting
 from spade.types import Completion, FinishReason, Message, Policy, SamplingParams, TrainSample
 
