@@ -14,9 +14,9 @@ from spade.design.edits import (
     excerpt_window,
     mechanical_edit,
     numbered,
-    parse_line_edits,
 )
 from spade.prompts import DesignRequest, Exemplar
+from spade.replies import parse_line_edits
 from spade.types import Completion, SamplingParams
 from test_designer import FakePolicy
 
