@@ -28,11 +28,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from spade import designer, envs
+from spade import envs
 from spade.backends import make_policy, policy_metrics
 from spade.backends.batching import BatchingPolicy
 from spade.checker import check_env
 from spade.config import CPU_TINY, TrainConfig
+from spade.design import designer
 from spade.prompts import DesignRequest, Exemplar
 from spade.resources import peak_rss_gb
 from spade.rollout import PlayJob, episode_seeds, run_jobs

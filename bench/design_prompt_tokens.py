@@ -21,18 +21,18 @@ from typing import Any
 
 from transformers import AutoTokenizer
 
-from spade import designer, phases
 from spade.backends.embedded import resolve_model
 from spade.backends.template import HFChatTemplate
 from spade.config import TrainConfig, preset
 from spade.corpus import CorpusSampler, load_corpus
+from spade.design import request
 from spade.memory import Memory, seed_sources
 from spade.prompts import Exemplar, build_design_messages
 from spade.types import CorpusDoc, Message
 
 
 def first_request(cfg: TrainConfig, folder: Path) -> Any:
-    """The DesignRequest of step 0, slot 0, built by the loop's own ``phases._request``."""
+    """The DesignRequest of step 0, slot 0, built by the loop's own ``request.design_request``."""
     d = cfg.designer
     with Memory.in_run_dir(folder, cfg.memory) as memory:
         memory.warm_start(seed_sources(d.setting))
@@ -40,11 +40,11 @@ def first_request(cfg: TrainConfig, folder: Path) -> Any:
         c: Any = type("C", (), {"memory": memory, "sampler": sampler})()
         rng = random.Random(f"{cfg.seed}/0/design")
         skills = list(d.skills) or None
-        slot = designer.plan_slots(
+        slot = request.plan_slots(
             skills or list(_skills(d.setting)), d.skills_per_regen, 0, d.envs_per_regen,
             edit_fraction=d.edit_fraction, rng=rng,
         )[0]  # fmt: skip
-        return phases._request(cfg, c, slot, rng, slot.index)
+        return request.design_request(cfg, c, slot, rng, slot.index)
 
 
 def _skills(setting: str) -> dict[str, str]:

@@ -12,18 +12,13 @@ from typing import Any
 
 import pytest
 
-from spade import designer, prompts, tool_prompts
-from spade.designer import (
-    Design,
-    DesignRequest,
-    Exemplar,
-    Extraction,
-    Negative,
-    apply_patch,
-    extract_patched_code,
-)
+from spade import prompts, replies, tool_prompts
+from spade.design import designer
+from spade.design import request as planner
+from spade.design.designer import Design, apply_patch, extract_patched_code
 from spade.envs.loader import load_env_factory
-from spade.prompts import build_design_messages
+from spade.prompts import DesignRequest, Exemplar, Negative, build_design_messages
+from spade.replies import Extraction
 from spade.skills import GAME_SKILLS, TOOL_SKILLS
 from spade.types import Completion, CorpusDoc, Message, Policy, SamplingParams
 
@@ -91,7 +86,7 @@ def test_generate_prompt_has_every_part() -> None:
             "env-b", "logical_deduction", ("determinism: reset(seed=3) gave two different observations",)
         ),
     )
-    text = user_text(designer.build_design_messages(request(examples=examples, negatives=negatives)))
+    text = user_text(build_design_messages(request(examples=examples, negatives=negatives)))
     assert "<REFERENCE_DOCUMENT>" in text
     assert "Photosynthesis" in text
     assert "w49" in text
@@ -133,19 +128,19 @@ def test_document_is_truncated_with_the_passed_truncator_and_marked() -> None:
         calls.append((len(text), n))
         return prompts.truncate_words(text, n)
 
-    msgs = designer.build_design_messages(request(document=doc(500)), truncate=truncate, doc_tokens=20)
+    msgs = build_design_messages(request(document=doc(500)), truncate=truncate, doc_tokens=20)
     text = user_text(msgs)
     assert calls == [(len(doc(500).text), 20)]
     assert "w19" in text
     assert "w20" not in text
     assert "[... document truncated]" in text
-    short = user_text(designer.build_design_messages(request(document=doc(10)), doc_tokens=20))
+    short = user_text(build_design_messages(request(document=doc(10)), doc_tokens=20))
     assert "w9" in short
     assert "document truncated" not in short
 
 
 def test_no_document_gives_no_document_block() -> None:
-    text = user_text(designer.build_design_messages(request(document=None)))
+    text = user_text(build_design_messages(request(document=None)))
     assert "REFERENCE_DOCUMENT" not in text
     assert "TARGET SKILL" in text
 
@@ -153,7 +148,7 @@ def test_no_document_gives_no_document_block() -> None:
 def test_memory_code_is_cut_at_a_line_boundary_and_says_so() -> None:
     code = long_code()
     ex = Exemplar("env-big", code, "logical_deduction", 0.5, 0.2)
-    text = user_text(designer.build_design_messages(request(examples=(ex,)), example_chars=600))
+    text = user_text(build_design_messages(request(examples=(ex,)), example_chars=600))
     shown = text.split("### Memory example 1")[1].split("```python\n")[1].split("\n```")[0]
     assert "truncated for this prompt" in shown
     assert len(shown) < 800
@@ -178,9 +173,7 @@ def test_negative_examples_show_findings_and_an_optional_excerpt() -> None:
     neg = Negative(
         "env-n", "optimization", ("exploit: the empty action wins 8/8 episodes", "too easy"), long_code()
     )
-    text = user_text(
-        designer.build_design_messages(request("optimization", negatives=(neg,)), example_chars=800)
-    )
+    text = user_text(build_design_messages(request("optimization", negatives=(neg,)), example_chars=800))
     assert "exploit: the empty action wins 8/8 episodes; too easy" in text
     assert "class Big:" in text
     assert "truncated for this prompt" in text
@@ -190,14 +183,14 @@ def test_negative_examples_show_findings_and_an_optional_excerpt() -> None:
 @pytest.mark.parametrize("mode", ["generate", "edit"])
 def test_prompts_never_name_benchmarks(skill: str, mode: str) -> None:
     parent = Exemplar("p", WORKED, skill, 0.5, 0.1)
-    msgs = designer.build_design_messages(request(skill, mode=mode, parent=parent))
+    msgs = build_design_messages(request(skill, mode=mode, parent=parent))
     text = " ".join(str(m["content"]) for m in msgs).lower()
     for name in BENCHMARK_NAMES:
         assert not re.search(rf"(?<![a-z0-9]){re.escape(name)}(?![a-z0-9])", text), name
 
 
 def test_tool_use_prompt_states_the_tool_contract() -> None:
-    msgs = designer.build_design_messages(request("data_retrieval"))
+    msgs = build_design_messages(request("data_retrieval"))
     assert msgs[0]["content"] == prompts.SYSTEM_TOOLS
     text = user_text(msgs)
     for part in ("subclasses ToolEnv", "function_schema", "tool_<name>", "check_answer", "tool_call_action",
@@ -213,7 +206,7 @@ def test_every_skill_has_a_description() -> None:
 def test_edit_prompt_shows_the_full_parent_and_asks_for_the_whole_file() -> None:
     parent = Exemplar("env-parent", long_code(), "spatial_reasoning", 0.8, 0.05)
     req = request("spatial_reasoning", mode="edit", parent=parent)
-    text = user_text(designer.build_design_messages(req, example_chars=300))
+    text = user_text(build_design_messages(req, example_chars=300))
     assert parent.code.rstrip() in text, "the parent must be shown in full, never truncated"
     assert "env-parent" in text
     assert "win rate 0.80" in text
@@ -221,9 +214,7 @@ def test_edit_prompt_shows_the_full_parent_and_asks_for_the_whole_file() -> None
     assert "make the new one harder" in text
     assert "GuessEnv" not in text, "the worked example is replaced by the parent in edit mode"
     easy = Exemplar("env-parent", WORKED, "spatial_reasoning", 0.1, 0.0)
-    hard_text = user_text(
-        designer.build_design_messages(request("spatial_reasoning", mode="edit", parent=easy))
-    )
+    hard_text = user_text(build_design_messages(request("spatial_reasoning", mode="edit", parent=easy)))
     assert "a little easier" in hard_text
 
 
@@ -239,57 +230,55 @@ def test_request_validation() -> None:
 
 def test_active_skills_windows_rotate_round_robin() -> None:
     skills = list(GAME_SKILLS)
-    assert designer.active_skills(skills, 3, 0) == skills[:3]
-    assert designer.active_skills(skills, 3, 1) == skills[3:]
-    assert designer.active_skills(skills, 3, 2) == skills[:3]
-    assert designer.active_skills(skills, 4, 1) == [skills[4], skills[5], skills[0], skills[1]]
-    assert designer.active_skills(skills, 6, 5) == skills
-    assert designer.active_skills(skills[:2], 3, 7) == skills[:2]
+    assert planner.active_skills(skills, 3, 0) == skills[:3]
+    assert planner.active_skills(skills, 3, 1) == skills[3:]
+    assert planner.active_skills(skills, 3, 2) == skills[:3]
+    assert planner.active_skills(skills, 4, 1) == [skills[4], skills[5], skills[0], skills[1]]
+    assert planner.active_skills(skills, 6, 5) == skills
+    assert planner.active_skills(skills[:2], 3, 7) == skills[:2]
     counts = dict.fromkeys(skills, 0)
     for epoch in range(12):  # lcm(6, 4) / 4 * 4: every skill equally often
-        for s in designer.active_skills(skills, 4, epoch):
+        for s in planner.active_skills(skills, 4, epoch):
             counts[s] += 1
     assert len(set(counts.values())) == 1
     with pytest.raises(ValueError, match="no skills"):
-        designer.active_skills([], 3, 0)
+        planner.active_skills([], 3, 0)
     with pytest.raises(ValueError, match="per_regen"):
-        designer.active_skills(skills, 0, 0)
+        planner.active_skills(skills, 0, 0)
 
 
 def test_plan_slots_assigns_skills_round_robin_and_modes_by_seeded_rng() -> None:
     skills = list(GAME_SKILLS)
-    plan = designer.plan_slots(skills, 3, 1, 7, edit_fraction=0.5, rng=random.Random(3))
+    plan = planner.plan_slots(skills, 3, 1, 7, edit_fraction=0.5, rng=random.Random(3))
     assert [s.index for s in plan] == list(range(7))
     assert [s.skill for s in plan] == [skills[3 + i % 3] for i in range(7)]
-    again = designer.plan_slots(skills, 3, 1, 7, edit_fraction=0.5, rng=random.Random(3))
+    again = planner.plan_slots(skills, 3, 1, 7, edit_fraction=0.5, rng=random.Random(3))
     assert plan == again
     assert {
-        s.mode for s in designer.plan_slots(skills, 3, 0, 20, edit_fraction=0.0, rng=random.Random(0))
+        s.mode for s in planner.plan_slots(skills, 3, 0, 20, edit_fraction=0.0, rng=random.Random(0))
     } == {"generate"}
     assert {
-        s.mode for s in designer.plan_slots(skills, 3, 0, 20, edit_fraction=1.0, rng=random.Random(0))
+        s.mode for s in planner.plan_slots(skills, 3, 0, 20, edit_fraction=1.0, rng=random.Random(0))
     } == {"edit"}
-    many = designer.plan_slots(skills, 3, 0, 2000, edit_fraction=0.75, rng=random.Random(1))
+    many = planner.plan_slots(skills, 3, 0, 2000, edit_fraction=0.75, rng=random.Random(1))
     assert 0.7 < sum(s.mode == "edit" for s in many) / 2000 < 0.8
 
 
 def test_choose_example_prefers_skill_then_budget() -> None:
     cands = [("a", "optimization", 500), ("b", "logical_deduction", 9000), ("c", "logical_deduction", 20_000)]
     rng = random.Random(0)
-    assert designer.choose_example(cands, "logical_deduction", rng, 12_000) == "b"
-    assert designer.choose_example(cands, "logical_deduction", rng, 1_000) == "b", "shortest when none fits"
-    assert designer.choose_example(cands, "causal_inference", rng, 1_000) == "a", (
-        "other skills of the setting"
-    )
+    assert planner.choose_example(cands, "logical_deduction", rng, 12_000) == "b"
+    assert planner.choose_example(cands, "logical_deduction", rng, 1_000) == "b", "shortest when none fits"
+    assert planner.choose_example(cands, "causal_inference", rng, 1_000) == "a", "other skills of the setting"
     with pytest.raises(LookupError, match="seed environment"):
-        designer.choose_example([], "optimization", rng, 1_000)
+        planner.choose_example([], "optimization", rng, 1_000)
 
 
 @pytest.mark.parametrize(
     ("setting", "skill"), [("games", "mathematical_reasoning"), ("tool_use", "data_retrieval")]
 )
 def test_pick_worked_example_reads_a_seed_environment(setting: Any, skill: str) -> None:
-    source = designer.pick_worked_example(setting, skill, random.Random(0))
+    source = planner.pick_worked_example(setting, skill, random.Random(0))
     assert "ENV =" in source
     assert ("ToolEnv" in source) == (setting == "tool_use")
 
@@ -334,7 +323,7 @@ GOOD = "from spade.env import TextEnv\n\n\nclass A(TextEnv):\n    pass\n\n\nENV 
     ],
 )
 def test_extract_design_code(text: str, finish: Any, status: str, contains: str | None) -> None:
-    found = designer.extract_design_code(text, finish)
+    found = replies.extract_design_code(text, finish)
     assert found.status == status, found
     if contains is None:
         assert found.code is None
@@ -347,7 +336,7 @@ def test_extract_design_code(text: str, finish: Any, status: str, contains: str 
 
 
 def test_extract_model_error() -> None:
-    found = designer.extract_design_code("", "error", "connection refused")
+    found = replies.extract_design_code("", "error", "connection refused")
     assert (found.code, found.status, found.detail) == (None, "model_error", "connection refused")
 
 
@@ -410,7 +399,7 @@ def test_design_end_to_end_with_a_fake_policy() -> None:
     assert first.parent_id is None
     assert designs[1].parent_id == "env-p"
     assert designs[1].mode == "edit"
-    assert first.messages[1]["content"] == user_text(designer.build_design_messages(reqs[0]))
+    assert first.messages[1]["content"] == user_text(build_design_messages(reqs[0]))
     n_prompt = len(policy.prompts[0])
     assert first.tokens_T == (*policy.prompts[0], 100, 101, 102, 103)
     assert first.mask_T == (0,) * n_prompt + (1,) * 4
@@ -462,18 +451,18 @@ class NegativeItem:
 
 
 def test_memory_records_convert_and_unplayed_ones_say_so() -> None:
-    played = designer.exemplar(Record("e1", WORKED, "logical_deduction", 0.4, None))
-    seed = designer.exemplar(Record("seed-1", WORKED, "logical_deduction", None, None))
-    text = user_text(designer.build_design_messages(request(examples=(played, seed))))
+    played = planner.exemplar(Record("e1", WORKED, "logical_deduction", 0.4, None))
+    seed = planner.exemplar(Record("seed-1", WORKED, "logical_deduction", None, None))
+    text = user_text(build_design_messages(request(examples=(played, seed))))
     assert "agent win rate 0.40; regret not measured" in text
     assert "(logical_deduction; not played yet)" in text
-    edit = user_text(designer.build_design_messages(request(mode="edit", parent=seed)))
+    edit = user_text(build_design_messages(request(mode="edit", parent=seed)))
     assert "has not been played yet" in edit
     item = NegativeItem(Record("bad", WORKED, "logical_deduction", None, None), ("syntax: line 3: invalid",))
-    assert designer.negative(item) == Negative(
+    assert planner.negative(item) == Negative(
         "bad", "logical_deduction", ("syntax: line 3: invalid",), WORKED
     )
-    assert designer.negative(item, with_code=False).code == ""
+    assert planner.negative(item, with_code=False).code == ""
 
 
 CONTRACT_LITERAL = '''
@@ -670,7 +659,8 @@ def test_multi_turn_worked_example_reveals_one_instruction_at_a_time() -> None:
 @pytest.mark.parametrize("source", ["example", "scripted"])
 def test_multi_turn_tool_environments_pass_the_checker(source: str) -> None:
     from spade.backends.scripted import design_reply  # noqa: PLC0415
-    from spade.checker import check_env, extract_code  # noqa: PLC0415
+    from spade.checker import check_env  # noqa: PLC0415
+    from spade.replies import extract_code  # noqa: PLC0415
     from spade.sandbox.inprocess import InProcessSandbox  # noqa: PLC0415
 
     if source == "example":

@@ -6,16 +6,17 @@ import asyncio
 
 import pytest
 
-from spade import designer, envs
-from spade.edits import (
+from spade import envs
+from spade.design import designer
+from spade.design.edits import (
     apply_line_edits,
     build_line_edit_messages,
     excerpt_window,
     mechanical_edit,
     numbered,
-    parse_line_edits,
 )
 from spade.prompts import DesignRequest, Exemplar
+from spade.replies import parse_line_edits
 from spade.types import Completion, SamplingParams
 from test_designer import FakePolicy
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from spade import envs, hints, prompts
+from spade import envs, prompts
 from spade.config import PAPER, RolloutConfig
+from spade.design import hints
+from spade.design.hints import HintRequest
 from spade.env import ToolEnv
-from spade.hints import HintRequest
 from spade.types import Completion, Message, SamplingParams
 
 CODE = (
@@ -272,7 +273,6 @@ def test_code_only_hints_are_still_checked_against_a_played_instance() -> None:
 @pytest.mark.parametrize("mode", ["code", "instance"])
 def test_hint_requests_code_only_or_one_per_seed(mode: str) -> None:
     """Code mode asks once, from the code alone; instance mode asks once per hinted seed, with its instance."""
-    from spade.phases import _hint_requests  # noqa: PLC0415
     from spade.rollout import episode_seeds  # noqa: PLC0415
     from spade.sandbox.inprocess import InProcessSandbox  # noqa: PLC0415
 
@@ -284,7 +284,7 @@ def test_hint_requests_code_only_or_one_per_seed(mode: str) -> None:
     )
     record: Any = SimpleNamespace(env_id="env-a", code=envs.spec(name).source())
     with InProcessSandbox() as box:
-        requests = asyncio.run(_hint_requests(cfg, SimpleNamespace(runner=box), record, 4))  # type: ignore[arg-type]
+        requests = asyncio.run(hints._hint_requests(cfg, SimpleNamespace(runner=box), record, 4))  # type: ignore[arg-type]
     env = envs.make(name)
     observations = [env.reset(seed=s)[0] for s in episode_seeds(cfg.seed, 4, "env-a", 3)]
     assert len(set(observations)) > 1
@@ -296,7 +296,7 @@ def test_hint_requests_code_only_or_one_per_seed(mode: str) -> None:
 
 
 def test_played_hints_per_seed() -> None:
-    from spade.phases import DesignOutcome  # noqa: PLC0415
+    from spade.design import DesignOutcome  # noqa: PLC0415
 
     shared = DesignOutcome("e", "logical_deduction", "generate", True, "e", "Eliminate.", "")
     assert shared.hints_for(3) == ["Eliminate."] * 3

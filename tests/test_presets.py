@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from spade import designer, phases
 from spade.config import (
     PAPER,
     CheckerConfig,
@@ -21,6 +20,7 @@ from spade.config import (
     ScriptedConfig,
     TrainConfig,
 )
+from spade.design import phase, request
 from spade.sandbox import Limits
 from spade.train import train
 from spade.train_cli import parse_config
@@ -141,8 +141,8 @@ class _NoMemory:
 def test_no_memory_prompts_show_no_examples() -> None:
     cfg = dataclasses.replace(PAPER, memory=MemoryConfig(enabled=False))
     c: Any = SimpleNamespace(memory=_NoMemory(), sampler=None)
-    slot = designer.Slot(0, "logical_deduction", "generate")
-    req = phases._request(cfg, c, slot, random.Random(1), 0)
+    slot = request.Slot(0, "logical_deduction", "generate")
+    req = request.design_request(cfg, c, slot, random.Random(1), 0)
     assert (req.examples, req.negatives, req.document) == ((), (), None)
 
 
@@ -154,10 +154,10 @@ def test_no_memory_falls_back_to_seed_environments_only() -> None:
         SimpleNamespace(env_id="seed:b", is_seed=True),
     ]
     memory: Any = SimpleNamespace(records=lambda status=None: records)
-    fresh = phases.DesignOutcome("s00004_00_x", "x", "generate", True, "s00004_00_x", None, "")
+    fresh = phase.DesignOutcome("s00004_00_x", "x", "generate", True, "s00004_00_x", None, "")
     rejected = dataclasses.replace(fresh, env_id="s00004_01_x", valid=False)
-    assert phases.fresh_only(cfg, memory, [fresh, rejected], 4) == ["s00004_00_x"]
-    assert sorted(phases.fresh_only(cfg, memory, [rejected], 4)) == ["seed:a", "seed:b"]
+    assert phase.fresh_only(cfg, memory, [fresh, rejected], 4) == ["s00004_00_x"]
+    assert sorted(phase.fresh_only(cfg, memory, [rejected], 4)) == ["seed:a", "seed:b"]
 
 
 def test_two_skills_design_only_for_the_chosen_pair(tmp_path: Path) -> None:

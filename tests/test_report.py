@@ -16,7 +16,7 @@ from scripted_run import tiny_run
 from spade import transcripts
 from spade.cli import main
 from spade.config import TranscriptConfig
-from spade.hints import HintReason
+from spade.design.hints import HintReason
 from spade.report import write_report
 from spade.report_charts import all_charts, tokens_before
 from spade.rundir import RunDir

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from spade import designer, envs, hints, stopping
+from spade import envs, stopping
 from spade.agent import Episode, play_episode
 from spade.backends.embedded import write_tiny_model
 from spade.backends.scripted import ScriptedTrainer
@@ -29,7 +29,8 @@ from spade.config import (
     validate,
 )
 from spade.demos import Demo, demo_seed, record_demo
-from spade.edits import apply_line_edits
+from spade.design import designer, hints
+from spade.design.edits import apply_line_edits
 from spade.errors import SpadeError
 from spade.options import with_options
 from spade.preflight import check_names

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from spade import designer, envs, phases, rewards, stopping
+from spade import envs, rewards, stopping
 from spade.checker import CheckReport, FindingCode
 from spade.config import (
     CheckerConfig,
@@ -34,6 +34,7 @@ from spade.config import (
     TrainConfig,
 )
 from spade.credit import EnvStats, PendingCredit
+from spade.design import check, designer, phase
 from spade.memory import EnvStatus, Memory
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
@@ -191,8 +192,8 @@ def test_extra_plays_go_to_constant_groups_only_and_lower_their_share(tmp_path: 
 
 
 def test_a_rejected_design_is_checked_unless_its_code_was_never_extracted() -> None:
-    def outcome(valid: bool, reason: str) -> phases.DesignOutcome:
-        return phases.DesignOutcome("e", "logic", "edit", valid, "e", None, reason)
+    def outcome(valid: bool, reason: str) -> phase.DesignOutcome:
+        return phase.DesignOutcome("e", "logic", "edit", valid, "e", None, reason)
 
     stats = {"e": EnvStats(4, 1, 1.0, None)}
     assert not _pending(outcome(False, "extract_unchanged"), stats, 3).checked  # the shown line, repeated
@@ -537,7 +538,7 @@ def test_an_edit_that_changes_nothing_played_is_rejected_as_unchanged(tmp_path: 
     async def run() -> list[CheckReport | None]:
         with Sandbox() as box:
             c: Any = SimpleNamespace(runner=box, memory=memory)
-            return await phases._reject_unchanged(cfg, c, designs, [ok] * len(designs), step=0)
+            return await check.reject_unchanged(cfg, c, designs, [ok] * len(designs), step=0)
 
     reports = asyncio.run(run())
     assert [r is not None and r.ok for r in reports] == [False, False, True, True]

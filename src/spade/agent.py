@@ -8,15 +8,14 @@ and model failures become data on the trajectory, never exceptions.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from spade.actions import last_boxed, parse_action, strip_reasoning
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.backends.toolcalls import parse_tool_calls
 from spade.config import PlayConfig
 from spade.demos import Demo, demo_messages, next_game_intro
+from spade.replies import has_answer, last_boxed, parse_action, strip_reasoning
 from spade.rewards import episode_return, is_success, with_format_reward
 from spade.sandbox import EnvInstance, SandboxError
 from spade.types import (
@@ -41,7 +40,6 @@ TOOL_SYSTEM = (
 )
 HINT_TEMPLATE = "{observation}\n\nHINT: {hint}"
 LENIENT_MAX_CHARS = 24
-_ANSWER = re.compile(r"<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +122,7 @@ async def _take_turn(
     """Apply one reply to the environment; returns whether the episode is over."""
     reply = completion.text
     body = strip_reasoning(reply)
-    calls = parse_tool_calls(body, play.tools) if is_tool_env and not _ANSWER.search(body) else []
+    calls = parse_tool_calls(body, play.tools) if is_tool_env and not has_answer(body) else []
     if calls:
         outputs = [await env.acall_tool(c.name, c.arguments) for c in calls]
         tool_messages: list[Message] = [
@@ -137,7 +135,7 @@ async def _take_turn(
         return False
     if is_tool_env:
         action = body.strip()
-        play.well_formed += bool(_ANSWER.search(body))
+        play.well_formed += has_answer(body)
     else:
         action = parse_action(reply, cfg.action_mode)
         play.well_formed += _well_formed_game_action(body, action, cfg)

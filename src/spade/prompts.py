@@ -24,7 +24,7 @@ from spade.types import CorpusDoc, Message
 
 EditFormat = Literal["file", "patch", "lines"]
 """``file``: the edit is the complete modified module; ``patch``: SEARCH/REPLACE blocks applied to the parent;
-``lines``: numbered lines of the parent rewritten as ``N: text`` (see ``spade.edits``)."""
+``lines``: numbered lines of the parent rewritten as ``N: text`` (see ``spade.design.edits``)."""
 Mode = Literal["generate", "edit"]
 """``generate``: write an environment from scratch; ``edit``: mutate a parent environment from memory."""
 ToolContract = Literal["single", "multi_turn"]

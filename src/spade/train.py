@@ -24,12 +24,13 @@ from spade import rewards as rw
 from spade.backends import policy_metrics
 from spade.config import ConfigError, TrainConfig
 from spade.credit import EnvStats, PendingCredit
+from spade.design import DesignOutcome, design_phase, fresh_only
 from spade.errors import SpadeError
 from spade.evals.intrain import TrainEval
 from spade.memory import EnvStatus, Memory
 from spade.memory_select import pool_batch
 from spade.options import RUNTIME_OPTIONS, changed_options, with_options
-from spade.phases import Components, DesignOutcome, design_phase, fresh_only, make_components
+from spade.phases import Components, make_components
 from spade.regret import estimate_regret
 from spade.rollout import PlayJob, episode_seeds, paired_jobs, run_jobs, status_counts
 from spade.rundir import RunDir

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 
 from spade import procedural, prompts
 from spade.backends.scripted_lines import line_edit_reply
-from spade.edits import LINES_SYSTEM
+from spade.design.edits import LINES_SYSTEM
 from spade.pyast import parse_expression
 from spade.skills import GAME_SKILLS
 from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSample

@@ -1,4 +1,4 @@
-"""The scripted designer's replies to ``lines`` edit prompts (:mod:`spade.edits`): a level table rewritten.
+"""The scripted designer's replies to ``lines`` edit prompts (:mod:`spade.design.edits`): a level table rewritten.
 
 The seed games keep their levels in a module-level table of one tuple per level and line, turn budget (or
 spare turns) last: ``(3, 12, 12)`` is combination_lock's (dials, largest number, turns). The prompt shows the
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from spade.edits import mechanical_edit
+from spade.design.edits import mechanical_edit
 
 ROW = re.compile(r"^\s*\(.*\)\s*,?\s*(?:#.*)?$")
 """A table row: a tuple on a line of its own."""
@@ -58,7 +58,7 @@ def shown_lines(prompt: str) -> dict[int, str]:
 
 
 def worked_variant(prompt: str, lines: dict[int, str]) -> int | None:
-    """The variant of the prompt's worked edit (:func:`spade.edits.mechanical_edit`), or None.
+    """The variant of the prompt's worked edit (:func:`spade.design.edits.mechanical_edit`), or None.
 
     The loop gives the requests of one regeneration the variants 0, 1, ...: a reply keyed by it differs from
     its siblings' (they would otherwise be merged as duplicates).

@@ -3,12 +3,11 @@
 ``check_env(source, sandbox, config)`` climbs the rungs parse → static → load → determinism → steps →
 termination → tools → feasibility → exploit and stops after the first rung with a fatal finding. Every
 finding has a :class:`FindingCode`, a severity and a message that says what is wrong, the likely cause and
-the fix. ``extract_code`` pulls the environment out of a model reply (the designer uses it too);
-``check_files`` is the ``spade check`` command.
+the fix (a model reply's code is taken out by :func:`spade.replies.extract_code`); ``check_files`` is the
+``spade check`` command.
 """
 
 from spade.checker.cli import check_files, format_report
-from spade.checker.extract import extract_code, looks_truncated
 from spade.checker.findings import (
     DEFAULT_SEVERITY,
     CheckReport,
@@ -34,7 +33,5 @@ __all__ = [
     "acheck_env",
     "check_env",
     "check_files",
-    "extract_code",
     "format_report",
-    "looks_truncated",
 ]

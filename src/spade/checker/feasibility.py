@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import ast
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spade.actions import last_boxed
 from spade.checker.dynamic import reward_findings
 from spade.checker.episodes import Episode, rate
 from spade.checker.failures import first_failure
@@ -16,10 +13,8 @@ from spade.checker.findings import Finding, FindingCode, finding
 from spade.checker.probes import Policy
 from spade.config import CheckerConfig, WinRule
 from spade.envs.official import PLAN_MARKER
-from spade.pyast import parse_expression
+from spade.replies import all_boxed, normalised_answer, prose_actions, tagged_actions
 
-_TAGGED = re.compile(r"<tool_call>.*?</tool_call>|<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
-_ANSWER = re.compile(r"^\s*<answer>(.*?)</answer>\s*$", re.DOTALL | re.IGNORECASE)
 DEGENERATE_KINDS = ("empty", "enumerate", "long", "format")
 """Degenerate probe policies (see :mod:`spade.checker.probes`)."""
 _DEGENERATE_WHAT = {
@@ -28,10 +23,6 @@ _DEGENERATE_WHAT = {
     "long": "very long actions",
     "format": "malformed actions (broken markup, special numbers, control characters)",
 }
-_CALL = re.compile(r"\b[A-Za-z_]\w*\((?:[^()'\"]|'[^']*'|\"[^\"]*\")*\)")
-_PROSE_ANSWER = re.compile(r"\bANSWER\s*[:=]\s*(.+?)\s*$", re.IGNORECASE)
-_SPLIT = re.compile(r"\s*(?:,\s+|->|;|\n)\s*")
-_NUMBERING = re.compile(r"^\(?\d+[.)]\s+")
 _LEAK_WORDS = re.compile(
     r"(answer|solution|secret|hidden|correct|target word|code)\W{0,4}(is|was|=|:)?\W{0,3}$", re.I
 )
@@ -49,59 +40,14 @@ def solution_actions(solution: list[str] | str) -> tuple[list[str], bool]:
     if isinstance(solution, list):
         return list(solution), True
     if PLAN_MARKER in solution:
-        return _TAGGED.findall(solution.split(PLAN_MARKER, 1)[1]), False
-    tagged = _TAGGED.findall(solution)
+        return tagged_actions(solution.split(PLAN_MARKER, 1)[1]), False
+    tagged = tagged_actions(solution)
     if tagged:
         return tagged, True
-    boxed = _all_boxed(solution)
+    boxed = all_boxed(solution)
     if boxed:
         return boxed, True
     return prose_actions(solution), False
-
-
-def prose_actions(text: str) -> list[str]:
-    """Best-effort actions from a prose solution (the official format returns one string).
-
-    ``name(k=v, ...)`` calls become ``<tool_call>`` actions and ``ANSWER: x`` an ``<answer>``; otherwise the
-    text is split on ``, `` / ``->`` / ``;`` / newlines (numbering dropped). Prose that is not a plan
-    (long sentences) yields nothing.
-    """
-    calls = [_call_action(m.group(0)) for m in _CALL.finditer(text)]
-    actions = [c for c in calls if c is not None]
-    answer = _PROSE_ANSWER.search(text)
-    if actions or answer:
-        return actions + ([f"<answer>{answer.group(1).strip()}</answer>"] if answer else [])
-    pieces = [_NUMBERING.sub("", p).strip() for p in _SPLIT.split(text.strip())]
-    pieces = [p for p in pieces if p]
-    if not pieces or any(len(p) > 80 or len(p.split()) > 8 for p in pieces):
-        return []
-    return pieces
-
-
-def _call_action(text: str) -> str | None:
-    try:
-        node = parse_expression(text.strip())
-    except SyntaxError:
-        return None
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name) or node.args:
-        return None
-    try:
-        args = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg is not None}
-    except ValueError:
-        return None
-    return "<tool_call>" + json.dumps({"name": node.func.id, "arguments": args}) + "</tool_call>"
-
-
-def _all_boxed(text: str) -> list[str]:
-    out: list[str] = []
-    rest = text
-    while True:
-        content = last_boxed(rest)
-        if content is None:
-            break
-        out.append(content)
-        rest = rest[: rest.rfind("\\boxed")]
-    return out[::-1]
 
 
 def feasibility_findings(
@@ -172,14 +118,6 @@ def _solution_fails(played: Sequence[Episode], rule: WinRule) -> Finding:
         "off-by-one, stale state). Fix: make solution() return actions that step() accepts and that win."
     )
     return finding(FindingCode.SOLUTION_FAILS, "feasibility", msg)
-
-
-def normalised_answer(action: str) -> str:
-    """An action without ``<answer>`` tags or a ``\\boxed{}`` wrapper, stripped."""
-    match = _ANSWER.match(action)
-    text = match.group(1) if match else action
-    boxed = last_boxed(text)
-    return (boxed if boxed is not None else text).strip()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from spade.checker.findings import CheckReport, Finding, FindingCode, Stage, fin
 from spade.checker.probes import Policy, RandomActions
 from spade.checker.static import StaticInfo, check_static, parse
 from spade.config import CheckerConfig, WinRule
+from spade.replies import normalised_answer
 from spade.sandbox.api import EnvRunner
 
 _SCRIPT_CAP = 1000
@@ -214,7 +215,7 @@ def _feasibility(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
 
 def _exploit_jobs(ctx: _Context, ev: Evidence, winners: list[Episode]) -> list[Job]:
     cfg = ctx.cfg
-    extra = [feasibility.normalised_answer(e.steps[0].action) for e in winners]
+    extra = [normalised_answer(e.steps[0].action) for e in winners]
     first_obs = ev.first.first_obs if ev.first else ""
     constants = probes.constant_candidates(ctx.rng, first_obs, ev.tool_env, list(dict.fromkeys(extra)))
     jobs: list[Job] = []

@@ -5,11 +5,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from spade.checker.extract import extract_code, looks_truncated
 from spade.checker.findings import Finding, FindingCode, finding
 from spade.checker.rng import rng_findings
 from spade.config import CheckerConfig
 from spade.pyast import parse_module
+from spade.replies import extract_code, looks_truncated
 
 _NATIVE_BASES = frozenset({"TextEnv", "ToolEnv"})
 _OFFICIAL_TOOL_BASE = "ToolUseBaseEnv"

@@ -20,9 +20,9 @@ import json
 import re
 from typing import Any
 
-from spade.actions import wrap_boxed
 from spade.env import StepResult, ToolEnv
 from spade.pyast import parse_expression
+from spade.replies import wrap_boxed
 
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)

@@ -40,11 +40,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
 
-from spade.actions import strip_reasoning
 from spade.backends.toolcalls import extract_tool_calls
 from spade.config import EvalOptions
 from spade.evals import bfcl_data, bfcl_decode
 from spade.evals.base import EvalError, ItemResult, Progress, Workload
+from spade.replies import strip_reasoning
 from spade.sandbox import EnvHandle, Limits, Sandbox, SandboxError
 from spade.types import ChatTemplate, Message, Policy, SamplingParams, ToolSchema
 

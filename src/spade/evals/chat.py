@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from spade.actions import strip_reasoning
 from spade.evals.base import Progress
+from spade.replies import strip_reasoning
 from spade.types import Message, Policy, SamplingParams
 
 T = TypeVar("T")

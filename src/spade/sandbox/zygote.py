@@ -36,7 +36,7 @@ PRELOAD: tuple[str, ...] = (
     "unicodedata", "uuid", "warnings", "weakref", "zlib", "encodings.idna", "encodings.utf_8",
     "encodings.latin_1", "encodings.ascii",
     "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "numpy.polynomial",
-    "spade.env", "spade.actions", "spade.envs.official", "spade.envs.loader",
+    "spade.env", "spade.replies", "spade.envs.official", "spade.envs.loader",
 )  # fmt: skip
 """Modules imported before the first fork (environments may use any of them without importing anew)."""
 

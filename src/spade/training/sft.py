@@ -15,14 +15,14 @@ log-likelihood, i.e. supervised fine-tuning. Scripts that do not win within ``pl
 and counted.
 
 Designer examples (``sft.designs``) are the designer's own ``lines`` prompt for a seed game of
-``designer.skills`` (built as :func:`spade.designer.design` builds it, worked exchange included), answered
-with another mechanical one-number edit of the shown lines (:func:`spade.edits.mechanical_edit`) that changes
+``designer.skills`` (built as :func:`spade.design.designer.design` builds it, worked exchange included), answered
+with another mechanical one-number edit of the shown lines (:func:`spade.design.edits.mechanical_edit`) that changes
 the game played at ``play.difficulty`` and that the checker accepts; other edits are skipped and counted. A
 135M designer otherwise names lines at random: outside the constant table, in a row of a level nobody
 plays, or with text that does not parse.
 
 Hint examples (``sft.hints``) are the hint prompt for a seed game of ``designer.skills``, from its code alone
-and cut to fit as :func:`spade.hints.write_hints` cuts it, answered after ``designer.hint_prefix`` with the
+and cut to fit as :func:`spade.design.hints.write_hints` cuts it, answered after ``designer.hint_prefix`` with the
 game's strategy note (:attr:`spade.envs.EnvSpec.strategy`). Asked for a hint, a 135M model otherwise writes
 code, which the hint filter refuses: no hinted play is made and no regret measured.
 
@@ -52,10 +52,10 @@ from spade.backends.template import TokenStream, TurnTemplate
 from spade.checker import CheckReport, FindingCode, acheck_env
 from spade.config import TrainConfig
 from spade.demos import Demo, demo_seed, record_demo, same_instance_demos
-from spade.designer import sample_tokens
-from spade.edits import apply_line_edits, build_line_edit_messages, excerpt_window, mechanical_edit
+from spade.design.designer import sample_tokens
+from spade.design.edits import apply_line_edits, build_line_edit_messages, excerpt_window, mechanical_edit
+from spade.design.hints import HintRequest, hint_prompt
 from spade.errors import SpadeError
-from spade.hints import HintRequest, hint_prompt
 from spade.options import result_settings
 from spade.prompts import DesignRequest, Exemplar
 from spade.rollout import reset_options

@@ -6,24 +6,31 @@ environment code alone, as the authors do, so one hint holds for every instance 
 Reasoning blocks and special tokens are stripped before anything is used, the length is capped, and hints
 that contain the literal answer or the winning action sequence are rejected (:func:`leak_reason` states the
 rule), because a leaked answer turns hint-based regret into a measure of copying rather than of learnable
-difficulty.
+difficulty. :func:`hint_envs` is the design phase's hint step: it opens an instance of each accepted
+environment for the first observation and solution the filter needs, and writes the hints in one batch.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from spade import prompts
-from spade.actions import last_boxed, strip_reasoning
 from spade.backends.template import TurnTemplate
+from spade.config import TrainConfig
 from spade.config.types import Setting
-from spade.designer import sample_tokens
+from spade.design.designer import sample_tokens
+from spade.memory import EnvRecord
 from spade.prompts import truncate_code
+from spade.replies import hint_text, last_boxed
+from spade.rollout import episode_seeds
+from spade.sandbox import SandboxError
 from spade.types import ChatTemplate, Message, Policy, SamplingParams
+
+if TYPE_CHECKING:
+    from spade.phases import Components
 
 HintReason = Literal[
     "ok", "capped", "empty", "contains_code", "leak_sequence", "leak_final_action", "truncated", "model_error"
@@ -31,15 +38,8 @@ HintReason = Literal[
 """Why :func:`clean_hint` kept or rejected a hint. ``ok`` and ``capped`` (cut to the length cap at a sentence
 or word boundary) keep it; every other reason rejects it."""
 
-_SPECIAL_TOKEN_RE = re.compile(r"<\|[^|<>\s]{1,40}\|>|</?s>")
-_HINT_PREFIX_RE = re.compile(r"^\W*hint\W*:\W*", re.IGNORECASE)
-_CODE_BLOCK_RE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-"""A fenced code block; an unclosed one runs to the end of the text."""
-MIN_PROSE_WORDS = 4
-"""Words of prose a hint must keep once its code blocks are dropped."""
 _MIN_CODE_CHARS = 400
 """Code is not cut below this many characters to fit a hint prompt (see :func:`write_hints`)."""
-_JSON_BLOCK_RE = re.compile(r"```json\s*(.*?)```", re.DOTALL)
 _ANSWER_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 
 
@@ -141,37 +141,19 @@ def clean_hint(
 ) -> tuple[str | None, HintReason]:
     """A usable hint from a completion, or None and why.
 
-    Strips reasoning blocks and special tokens, takes the ``"hint"`` value of a JSON reply, drops a leading
-    ``Hint:``, rejects fenced code, caps the length at ``max_chars`` (at a sentence boundary when one is near)
-    and rejects leaks of ``solution`` (the environment's winning actions, when known) per :func:`leak_reason`.
+    Takes the reply's text as :func:`spade.replies.hint_text` reads it (reasoning, special tokens, a JSON
+    reply, fenced code and a leading ``Hint:`` handled), caps the length at ``max_chars`` (at a sentence
+    boundary when one is near) and rejects leaks of ``solution`` (the environment's winning actions, when
+    known) per :func:`leak_reason`.
     """
-    body = _SPECIAL_TOKEN_RE.sub("", strip_reasoning(text)).strip()
-    body = _json_hint(body)
-    if "```" in body:  # a small model often quotes code around its advice: keep the advice, if any
-        body = _CODE_BLOCK_RE.sub(" ", body)
-        if len(body.split()) < MIN_PROSE_WORDS:
-            return None, "contains_code"
-    body = " ".join(_HINT_PREFIX_RE.sub("", body).split())
-    if not body:
-        return None, "empty"
+    body, why = hint_text(text)
+    if body is None:
+        return None, why
     capped = _cap(body, max_chars)
     leak = leak_reason(capped, solution or (), public)
     if leak is not None:
         return None, leak
     return capped, "ok" if capped == body else "capped"
-
-
-def _json_hint(body: str) -> str:
-    block = _JSON_BLOCK_RE.search(body)
-    raw = block.group(1) if block else body
-    if not raw.lstrip().startswith("{"):
-        return body
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError:
-        return body
-    hint = data.get("hint") if isinstance(data, dict) else None
-    return hint if isinstance(hint, str) else body
 
 
 # -- policy call ---------------------------------------------------------------------------------------------
@@ -302,3 +284,84 @@ def hint_metrics(hints: Sequence[Hint]) -> dict[str, float]:
     out["hint/accepted_rate"] = sum(h.hint is not None for h in hints) / n
     out["hint/sampled_tokens"] = float(sum(sum(h.mask_T) for h in hints))
     return out
+
+
+# -- the design phase's hint step ------------------------------------------------------------------------------
+
+
+async def hint_envs(
+    cfg: TrainConfig, c: Components, env_ids: Sequence[str], step: int
+) -> tuple[dict[str, list[Hint | None]], dict[str, float]]:
+    """Write hints for accepted environments: one from the code alone, or (instance mode) one per seed.
+
+    A played instance (or, per seed, each hinted instance) is opened in the sandbox for its first
+    observation and solution, which the leak filter checks the hint against. Returns each environment's
+    hints in seed order (None where its instance failed to open) and :func:`hint_metrics`.
+    """
+    d = cfg.designer
+    slots: list[tuple[str, HintRequest | None]] = []
+    for env_id in env_ids:
+        found = await _hint_requests(cfg, c, c.memory.get(env_id), step)
+        slots += [(env_id, r) for r in found]
+    requests = [r for _, r in slots if r is not None]
+    params = SamplingParams(
+        temperature=d.hint_temperature, top_p=d.top_p, top_k=d.top_k, max_tokens=d.hint_max_tokens
+    )
+    hints = await write_hints(
+        c.policy,
+        requests,
+        params,
+        max_words=d.hint_max_words,
+        max_chars=d.hint_max_chars,
+        prefix=d.hint_prefix,
+        max_prompt_tokens=cfg.model.max_context - d.hint_max_tokens,
+    )
+    written = iter(hints)
+    by_env: dict[str, list[Hint | None]] = {}
+    for env_id, request in slots:  # a seed whose instance failed keeps its place, with no hint
+        by_env.setdefault(env_id, []).append(next(written) if request is not None else None)
+    return by_env, hint_metrics(hints)
+
+
+async def _hint_requests(
+    cfg: TrainConfig, c: Components, record: EnvRecord, step: int
+) -> list[HintRequest | None]:
+    """Code mode: one request, its leaks checked against the first played instance; instance mode: one per
+    hinted seed, with that instance's first observation (None where the instance failed to open)."""
+    instance = cfg.designer.hint_mode == "instance"
+    n = cfg.rollout.hint_plays_per_env if instance else 1
+    setting = cfg.designer.setting
+    out: list[HintRequest | None] = []
+    for seed in episode_seeds(cfg.seed, step, record.env_id, n):
+        opened = await _first_look(c, record, seed)
+        if opened is None:
+            out += [None] if instance else []
+            continue
+        obs, actions = opened
+        if instance:
+            out.append(HintRequest(record.env_id, record.code, obs, setting, actions))
+        else:
+            out.append(HintRequest(record.env_id, record.code, None, setting, actions, public=(obs,)))
+    return out
+
+
+async def _first_look(
+    c: Components, record: EnvRecord, seed: int
+) -> tuple[str, tuple[str, ...] | None] | None:
+    """The first observation and solution actions of one instance, or None when the sandbox fails."""
+    try:
+        env = await c.runner.aopen(record.code, filename=f"<{record.env_id}>")
+    except SandboxError:
+        return None
+    try:
+        obs, _ = await env.areset(seed=seed)
+        try:
+            solution = await env.asolution()
+        except NotImplementedError:
+            solution = None
+    except SandboxError:
+        return None
+    finally:
+        await env.aclose()
+    actions = (solution,) if isinstance(solution, str) else tuple(solution) if solution else None
+    return obs, actions

@@ -17,9 +17,9 @@ from __future__ import annotations
 import ast
 import re
 
-from spade.actions import strip_reasoning
 from spade.prompts import DIFFICULTY_RULES, SKILL_DESCRIPTIONS, DesignRequest, Exemplar
 from spade.pyast import parse_module
+from spade.replies import parse_line_edits
 from spade.types import Message
 
 LINES_SYSTEM = (
@@ -34,7 +34,6 @@ LEVELS: tuple[tuple[int, int], ...] = (
 )
 """
 _EXAMPLE_REPLY = "3:     (6, 4),"
-_LINE = re.compile(r"^\s*[`*]*\s*(?:line\s*)?(\d{1,5})\s*[:.)]\s?(.*?)[`*]*\s*$", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 
 
@@ -169,22 +168,6 @@ def build_line_edit_messages(req: DesignRequest, *, example_chars: int, variant:
         {"role": "assistant", "content": reply},
         {"role": "user", "content": request},
     ]
-
-
-def parse_line_edits(text: str, *, cut: bool = False) -> dict[int, str]:
-    """``{line number: new text}`` from a reply (fences and reasoning ignored); ``cut`` drops a partial last line.
-
-    The first edit of a line number wins; lines that are not ``N: text`` are ignored.
-    """
-    lines = [ln for ln in strip_reasoning(text).splitlines() if not ln.strip().startswith(("```", "~~~"))]
-    if cut and lines:
-        lines = lines[:-1]
-    edits: dict[int, str] = {}
-    for line in lines:
-        match = _LINE.match(line)
-        if match and match.group(2).strip():
-            edits.setdefault(int(match.group(1)), match.group(2).strip())
-    return edits
 
 
 UNCHANGED = "the edit changes nothing"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spade.actions import first_boxed, last_boxed, parse_action, strip_reasoning, wrap_boxed
+from spade.replies import first_boxed, last_boxed, parse_action, strip_reasoning, wrap_boxed
 
 
 # -- strip_reasoning ------------------------------------------------------------------------------------
