@@ -182,9 +182,8 @@ async def run_step(
     regen = await _regenerate(cfg, c, mode, state, progress=progress, row=row)  # None: same envs again
     trajectories = await _play(cfg, c, mode, state, regen, progress=progress, row=row)
 
-    agent_samples, agent_metrics, per_env = score_agent(
-        cfg, trajectories
-    )  # group advantages, constant dropped
+    # Agent samples with group advantages (constant groups dropped) and what each environment measured.
+    agent_samples, agent_metrics, per_env = score_agent(cfg, trajectories)
     row.update(agent_metrics)
     row.update(mode.observe(cfg, state, trajectories))  # procedural: difficulty levels follow the win rate
     row["speed/sampled_tokens_per_s"] = row["agent/sampled_tokens"] / max(row["time/play_s"], 1e-9)
