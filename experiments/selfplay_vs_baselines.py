@@ -222,7 +222,7 @@ def heldout_suites(cfg: Any, levels: Sequence[int], names: Sequence[str] | None,
     played = (
         "each environment's default level" if cfg.play.difficulty is None else f"level {cfg.play.difficulty}"
     )
-    # the default fixed pool is those games (spade.phases._pool)
+    # the default fixed pool is those games (spade.modes.base.pool_sources)
     pool = f"fixed_pool trains on these environments at {played}: held out in level only"
     out = [_primary_suite(cfg)]
     for level in levels:

@@ -21,11 +21,12 @@ from spade.backends import scripted
 from spade.config import ConfigError, ModelConfig, PlayConfig, ProceduralConfig, RolloutConfig, TrainConfig
 from spade.config import DesignerConfig as Designer
 from spade.demos import demos_by_env
+from spade.modes.procedural import TaskLevel, observe, outcomes, update
 from spade.preflight import check_names
-from spade.procedural import TaskLevel, observe, outcomes, update
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
-from spade.train import LoopState, train
+from spade.state import LoopState
+from spade.train import train
 from spade.train_cli import parse_config
 from spade.types import PlayStatus, Trajectory
 
@@ -100,11 +101,13 @@ def test_outcomes_leave_out_crashed_and_hinted_plays() -> None:
 
 
 def test_controller_state_round_trips_in_the_loop_state() -> None:
-    state = LoopState(step=3, current=["rg:gcd"], levels={"gcd": TaskLevel(2, 3, (True, False))})
+    state = LoopState(step=3, current=["rg:gcd"], mode={"gcd": TaskLevel(2, 3, (True, False)).to_dict()})
     assert LoopState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
     old = state.to_dict()
+    old["levels"] = old.pop("mode")  # a checkpoint written before modes had a state of their own
+    assert LoopState.from_dict(old) == state
     del old["levels"]  # a checkpoint written before procedural mode existed
-    assert LoopState.from_dict(old).levels == {}
+    assert LoopState.from_dict(old).mode == {}
 
 
 # -- levels and environments -------------------------------------------------------------------------------
@@ -255,7 +258,7 @@ def test_levels_rise_for_a_policy_that_always_wins(tmp_path: Path, monkeypatch: 
     assert all(r["procedural/level_ups"] == 2.0 and r["procedural/win_rate/chain_sum"] == 1.0 for r in rows)
     assert not any(k.startswith("designer/") for r in rows for k in r)  # agent only: no designer
     state = json.loads((run.checkpoints / "step_3" / "state.json").read_text())
-    assert state["levels"]["chain_sum"] == {"level": 3, "top": 10, "window": []}
+    assert state["mode"]["chain_sum"] == {"level": 3, "top": 10, "window": []}
     glossary = (ROOT / "docs" / "metrics.md").read_text()
     documented = set(re.findall(r"`([a-z_]+(?:/[A-Za-z_<>]+)*)`", glossary))
     families = tuple(d.split("<")[0] for d in documented if "<" in d)

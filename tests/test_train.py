@@ -36,17 +36,12 @@ from spade.config import (
 from spade.credit import EnvStats, PendingCredit
 from spade.design import check, designer, phase
 from spade.memory import EnvStatus, Memory
+from spade.modes.fixed_pool import FixedPool, next_batch
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
-from spade.train import (
-    LoopState,
-    PolicyFailedError,
-    _choose_current,
-    _constant_share,
-    _pending,
-    _remember,
-    train,
-)
+from spade.scoring import constant_share, pending, remember
+from spade.state import LoopState
+from spade.train import PolicyFailedError, train
 from spade.types import Completion, EnvSource
 
 SCRIPTED_FLAGS = [
@@ -196,18 +191,18 @@ def test_a_rejected_design_is_checked_unless_its_code_was_never_extracted() -> N
         return phase.DesignOutcome("e", "logic", "edit", valid, "e", None, reason)
 
     stats = {"e": EnvStats(4, 1, 1.0, None)}
-    assert not _pending(outcome(False, "extract_unchanged"), stats, 3).checked  # the shown line, repeated
-    assert not _pending(outcome(False, "extract_no_code"), stats, 3).checked
-    assert _pending(outcome(False, "UNCHANGED_GAME"), stats, 3).checked  # ran, but changed nothing played
-    assert _pending(outcome(False, "merged"), stats, 3).checked
-    assert not _pending(outcome(True, ""), stats, 3).checked
+    assert not pending(outcome(False, "extract_unchanged"), stats, 3).checked  # the shown line, repeated
+    assert not pending(outcome(False, "extract_no_code"), stats, 3).checked
+    assert pending(outcome(False, "UNCHANGED_GAME"), stats, 3).checked  # ran, but changed nothing played
+    assert pending(outcome(False, "merged"), stats, 3).checked
+    assert not pending(outcome(True, ""), stats, 3).checked
 
 
 def test_constant_group_share_counts_groups_not_plays() -> None:
     ids = ["a", "a", "a", "b", "b", "c", "c"]
     adv = rewards.agent_advantages([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0], ids)
-    assert _constant_share(ids, adv.drop_N.tolist()) == pytest.approx(2 / 3)  # a and c constant, b not
-    assert _constant_share([], []) == 0.0
+    assert constant_share(ids, adv.drop_N.tolist()) == pytest.approx(2 / 3)  # a and c constant, b not
+    assert constant_share([], []) == 0.0
 
 
 def _wait_for_rows(proc: subprocess.Popen[bytes], metrics: Path, rows: int) -> bool:
@@ -408,11 +403,10 @@ def test_fixed_pool_covers_a_pool_of_100_within_ceil_100_over_24_regenerations(t
     covered = []
     with _pool_memory(tmp_path, 100) as memory:
         for step in range(0, 2 * math.ceil(100 / 24), 2):  # regenerations at steps 0, 2, ..., 8
-            current = _choose_current(cfg, memory, [], step)
+            current = next_batch(cfg, memory, step)
             assert len(set(current)) == 24
-            row: dict[str, object] = {}
-            _remember(cfg, memory, {e: EnvStats(4, 1, 1.0) for e in current}, step, row)
-            covered.append(row["pool/covered"])
+            remember(memory, {e: EnvStats(4, 1, 1.0) for e in current}, step)
+            covered.append(FixedPool().metrics(cfg, memory)["pool/covered"])
     assert covered == pytest.approx([0.24, 0.48, 0.72, 0.96, 1.0])
 
 
@@ -425,9 +419,9 @@ def test_fixed_pool_replay_option_explores_half_and_replays_half(tmp_path: Path)
         designer=DesignerConfig(envs_per_regen=4, regen_interval=1),
     )
     with _pool_memory(tmp_path, 10) as memory:
-        first = _choose_current(cfg, memory, [], 0)
-        _remember(cfg, memory, {e: EnvStats(4, 1, 1.0) for e in first}, 0, {})
-        second = _choose_current(cfg, memory, [], 1)
+        first = next_batch(cfg, memory, 0)
+        remember(memory, {e: EnvStats(4, 1, 1.0) for e in first}, 0)
+        second = next_batch(cfg, memory, 1)
     assert len(set(first)) == len(set(second)) == 4
     assert len(set(second) & set(first)) == 2  # PLR replay of played environments
     assert len(set(second) - set(first)) == 2  # exploration of unplayed ones

@@ -306,9 +306,9 @@ def _output_to(log: Path) -> Iterator[TextIO]:
 
 
 def _cmd_train(argv: Sequence[str]) -> int:
-    from spade.train import main as train_main  # noqa: PLC0415
+    from spade.train_cli import run_cli  # noqa: PLC0415
 
-    return train_main(argv)
+    return run_cli(argv)
 
 
 def _cmd_config(argv: Sequence[str]) -> int:

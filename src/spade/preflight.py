@@ -13,7 +13,7 @@ removes the fresh run directory again.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -29,12 +29,13 @@ class SetupError(SpadeError):
     """A run cannot start as configured; the message says what to change."""
 
 
-def check_setup(cfg: TrainConfig, *, fresh: bool) -> None:
+def check_setup(cfg: TrainConfig, *, fresh: bool, mode_checks: Callable[[TrainConfig], None]) -> None:
     """Raise for the first problem found in ``cfg``'s names (:func:`check_names`), paths, model and server.
 
     Args:
         cfg: the resolved config.
         fresh: a new run (its run directory must be creatable); False when resuming one.
+        mode_checks: the mode's checks of what it reads (pool, corpus, tasks: :meth:`spade.modes.Mode.preflight`).
 
     Raises:
         ConfigError: a name no registry holds.
@@ -43,12 +44,7 @@ def check_setup(cfg: TrainConfig, *, fresh: bool) -> None:
     check_names(cfg)
     if fresh:
         check_runs_dir(cfg.run_dir)
-    if cfg.mode == "fixed_pool" or cfg.memory.warm_start:
-        check_pool(cfg.pool)
-    if cfg.mode == "procedural":
-        check_procedural(cfg.procedural.tasks)
-    if cfg.mode == "selfplay" and cfg.corpus.enabled and cfg.corpus.path:
-        check_corpus(cfg.corpus.path)
+    mode_checks(cfg)
     if cfg.model.backend != "scripted":
         check_model(cfg.model.model)
     if cfg.model.backend == "openai":

@@ -9,10 +9,9 @@ item from the generator with the episode seed, scores answers with the package's
 feedback after a wrong answer, 2 tries as the evaluation suite) and knows its answer (``solution()``), so
 worked demonstrations and the scripted solver work.
 
-A controller per task (:class:`TaskLevel`, :func:`update`) moves its level in the style of RLVE (Zeng et
-al., 2025): a sliding window of the last ``window`` episodes played at the current level; once full, a win
-rate of at least ``upper`` raises the level, at most ``lower`` lowers it, and either change clears the
-window. Levels stay within the curriculum's range. The states live in the checkpointed loop state.
+The mode itself (:mod:`spade.modes.procedural`) moves each task's level by the agent's win rate. This module
+is the task-environment library it uses; ``spade play rg:<task>``, the scripted backend and the config's
+checks use it too, without the mode.
 """
 
 from __future__ import annotations
@@ -20,16 +19,16 @@ from __future__ import annotations
 import difflib
 import functools
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from spade.config.sandbox import Limits
 from spade.errors import SpadeError
-from spade.types import EnvSource, PlayStatus, Trajectory
+from spade.types import EnvSource
 
 if TYPE_CHECKING:
-    from spade.config import ProceduralConfig, TrainConfig
+    from spade.config import ProceduralConfig
 
 ENV_PREFIX = "rg:"
 """Environment ids of procedural tasks are ``rg:<task>``."""
@@ -186,106 +185,8 @@ def sources(cfg: ProceduralConfig) -> list[EnvSource]:
     return [task_source(t, cfg.tries) for t in cfg.tasks]
 
 
-def run_limits(cfg: TrainConfig) -> Limits:
-    """The sandbox limits of a run: ``cfg.sandbox``, with ``reasoning_gym`` preloaded in procedural mode.
-
-    Every sandbox that plays a run's environments (here or on a remote worker) must be built with these.
-    """
-    return sandbox_limits(cfg.sandbox) if cfg.mode == "procedural" else cfg.sandbox
-
-
 def sandbox_limits(limits: Limits) -> Limits:
     """``limits`` with ``reasoning_gym`` preloaded in the zygote (instances cannot import it after the UID drop)."""
     if "reasoning_gym" in limits.preload:
         return limits
     return replace(limits, preload=(*limits.preload, "reasoning_gym"))
-
-
-# -- the difficulty controller ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TaskLevel:
-    """One task's controller state: its level and the outcomes of the episodes played at that level."""
-
-    level: int
-    top: int
-    """The highest level (the curriculum's level count minus one)."""
-    window: tuple[bool, ...] = ()
-    """Outcomes (won or not) of the newest episodes at ``level``, oldest first."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (in the checkpoint's loop state)."""
-        return {"level": self.level, "top": self.top, "window": [int(w) for w in self.window]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TaskLevel:
-        """Rebuild a state written by :meth:`to_dict`."""
-        return cls(int(data["level"]), int(data["top"]), tuple(bool(w) for w in data["window"]))
-
-
-def update(state: TaskLevel, wins: Sequence[bool], *, window: int, upper: float, lower: float) -> TaskLevel:
-    """The state after ``wins`` (outcomes of episodes played at ``state.level``, in play order).
-
-    The newest ``window`` outcomes are kept. Once there are ``window`` of them, a win rate ``>= upper``
-    moves one level up and ``<= lower`` one level down (within ``[0, top]``); a move clears the window, so
-    the next decision is taken on episodes of the new level only. At the top (bottom) a high (low) rate
-    changes nothing and the window keeps sliding.
-    """
-    recent = (*state.window, *wins)[-window:]
-    level = state.level
-    if len(recent) >= window:
-        rate = sum(recent) / len(recent)
-        if rate >= upper and level < state.top:
-            level += 1
-        elif rate <= lower and level > 0:
-            level -= 1
-    if level != state.level:
-        return TaskLevel(level, state.top, ())
-    return TaskLevel(level, state.top, tuple(recent))
-
-
-def initial_levels(cfg: ProceduralConfig) -> dict[str, TaskLevel]:
-    """Every task at ``cfg.start_level`` (clamped to its range), with an empty window."""
-    out = {}
-    for task in cfg.tasks:
-        top = len(task_levels(task)) - 1
-        out[task] = TaskLevel(min(cfg.start_level, top), top)
-    return out
-
-
-def observe(
-    levels: Mapping[str, TaskLevel], outcomes: Mapping[str, Sequence[bool]], cfg: ProceduralConfig
-) -> tuple[dict[str, TaskLevel], dict[str, float]]:
-    """Update the played tasks' controllers with this step's outcomes; returns the new states and metrics.
-
-    ``outcomes`` maps an environment id (``rg:<task>``) to the outcomes of its finished episodes (crashed
-    ones left out: a sandbox failure says nothing about difficulty).
-    """
-    new = dict(levels)
-    metrics: dict[str, float] = {}
-    ups = downs = 0
-    for env, wins in outcomes.items():
-        task = task_of(env)
-        if task not in new or not wins:
-            continue
-        before = new[task]
-        new[task] = update(before, wins, window=cfg.window, upper=cfg.upper, lower=cfg.lower)
-        ups += new[task].level > before.level
-        downs += new[task].level < before.level
-        metrics[f"procedural/win_rate/{task}"] = sum(wins) / len(wins)
-    for task, state in new.items():
-        metrics[f"procedural/level/{task}"] = float(state.level)
-    metrics["procedural/level_mean"] = sum(s.level for s in new.values()) / max(len(new), 1)
-    metrics["procedural/level_ups"] = float(ups)
-    metrics["procedural/level_downs"] = float(downs)
-    return new, metrics
-
-
-def outcomes(trajectories: Sequence[Trajectory]) -> dict[str, list[bool]]:
-    """Per environment id, whether each unhinted play that finished was won (in play order)."""
-    out: dict[str, list[bool]] = {}
-    for t in trajectories:
-        if not t.hinted and t.status is not PlayStatus.ENV_ERROR:
-            out.setdefault(t.env_id, []).append(t.success)
-    return out

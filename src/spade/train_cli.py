@@ -21,16 +21,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
+from spade import modes, preflight, stopping
 from spade.config import CPU_TINY, PRESETS, ConfigError, TrainConfig, preset, to_json, to_toml
 from spade.errors import SpadeError
+from spade.memory import Memory
 from spade.options import RUNTIME_OPTIONS, changed_options
-
-if TYPE_CHECKING:
-    from spade.rundir import RunDir
+from spade.rundir import RunDir, RunLockedError, RunStateError
+from spade.summary import run_summary
+from spade.train import train
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,10 @@ def default_name(cfg: TrainConfig) -> str:
     """The run name used when ``--name`` is not given: the preset's, plus ``-<mode>`` for a baseline mode.
 
     Self-play keeps the bare preset name (``runs/cpu-tiny``, which ``make train`` and the docs use), so the
-    baselines of the same preset get run directories of their own instead of colliding with it.
+    baselines of the same preset get run directories of their own instead of colliding with it
+    (:meth:`spade.modes.Mode.run_name`).
     """
-    return cfg.name if cfg.mode == "selfplay" else f"{cfg.name}-{cfg.mode}"
+    return modes.make(cfg).run_name(cfg.name)
 
 
 def _names_itself(argv: Sequence[str]) -> bool:
@@ -111,8 +114,6 @@ def _resume_args(argv: Sequence[str], run_dir: Path) -> TrainArgs:
         spade.rundir.RunStateError: ``run_dir`` holds no readable run.
         ConfigError: an option other than --steps, --overwrite and runtime options is given a new value.
     """
-    from spade.rundir import RunDir  # noqa: PLC0415
-
     saved = RunDir(run_dir).load_config()
     args = tyro.cli(TrainArgs, default=TrainArgs(saved), args=list(argv), prog="spade train")
     refused = [
@@ -171,26 +172,14 @@ def resume_command(run_dir: Path) -> str:
 
 def run_cli(argv: Sequence[str]) -> int:
     """Parse, check, train, report; returns the exit code."""
-    from spade import preflight, stopping  # noqa: PLC0415
-    from spade.rundir import RunDir  # noqa: PLC0415
-
     try:
         args = parse_args(argv)
         if args.print_config:
             print(render_config(args), end="")
             return 0
         explicit_steps = _split(argv)[0].steps
-        runtime: dict[str, Any] = {}
-        if args.resume is not None:
-            cfg = args.config
-            saved = RunDir(args.resume).load_config()
-            runtime = {k: v for k, v in changed_options(saved, cfg).items() if k in RUNTIME_OPTIONS}
-            preflight.check_setup(cfg, fresh=args.overwrite)
-            run_dir = args.resume
-        else:
-            cfg = args.config
-            preflight.check_setup(cfg, fresh=True)
-            run_dir = cfg.run_dir
+        cfg = args.config
+        run_dir, runtime = _check_setup(args)
     except (SpadeError, ConfigError) as exc:
         print(f"spade train: {exc}", file=sys.stderr)
         return 2
@@ -218,23 +207,35 @@ def run_cli(argv: Sequence[str]) -> int:
         code, after = _failure(exc, run_dir)
         print(f"spade train: {exc}{after}", file=sys.stderr)
         return code
-    from spade.memory import Memory  # noqa: PLC0415 - only needed once the run is done
-    from spade.summary import run_summary  # noqa: PLC0415
+    _report(run, cfg.mode)
+    return 0
 
+
+def _check_setup(args: TrainArgs) -> tuple[Path, dict[str, Any]]:
+    """The run directory and the runtime options a resume changes, once the setup passed its checks."""
+    cfg = args.config
+    if args.resume is None:
+        preflight.check_setup(cfg, fresh=True, mode_checks=modes.preflight)
+        return cfg.run_dir, {}
+    saved = RunDir(args.resume).load_config()
+    runtime = {k: v for k, v in changed_options(saved, cfg).items() if k in RUNTIME_OPTIONS}
+    preflight.check_setup(cfg, fresh=args.overwrite, mode_checks=modes.preflight)
+    return args.resume, runtime
+
+
+def _report(run: RunDir, mode: str) -> None:
+    """The summary of a finished run, and where its metrics and curves are."""
     with Memory.in_run_dir(run.root) as memory:
         plays = memory.played()
-    print("\n".join(run_summary(run.read_metrics(), plays, mode=cfg.mode)))
+    print("\n".join(run_summary(run.read_metrics(), plays, mode=mode)))
     print(
         f"Run finished: {run.root} (metrics: {run.metrics_path}; curves: tensorboard --logdir {run.root / 'tb'})"
     )
-    return 0
 
 
 def _train(
     args: TrainArgs, cfg: TrainConfig, run_dir: Path, steps: int | None, runtime: dict[str, Any]
 ) -> RunDir:
-    from spade.train import train  # noqa: PLC0415
-
     started = time.perf_counter()
 
     def progress(line: str) -> None:
@@ -290,15 +291,11 @@ def _under(exc: OSError, run_dir: Path) -> bool:
 
 
 def _is_setup_error(exc: BaseException) -> bool:
-    from spade.rundir import RunLockedError, RunStateError  # noqa: PLC0415
-
     return isinstance(exc, RunLockedError | RunStateError | ConfigError)
 
 
 def _after_stop(run_dir: Path) -> str:
     """The end of the message after an early stop: where the run stands and the command that continues it."""
-    from spade.rundir import RunDir  # noqa: PLC0415
-
     run = RunDir(run_dir)
     if not run.config_path.exists():  # stopped while setting up: the fresh run directory was removed
         return " before the run started; nothing was kept: run the same command again"

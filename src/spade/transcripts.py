@@ -10,7 +10,7 @@ record holds the prompt messages, the reply, the extracted environment id, wheth
 checker's findings and the hint.
 
 Designer samples (token ids for delayed credit, ``<run>/samples/``) are pruned by
-:meth:`spade.phases.Components.prune_design_samples` once no kept checkpoint awaits their credit.
+:meth:`spade.components.Components.prune_design_samples` once no kept checkpoint awaits their credit.
 
 Retention (:class:`~spade.config.TranscriptConfig`): a few plays per environment and arm per step; the
 newest ``keep_last`` steps, and older steps divisible by ``keep_every``.

@@ -12,11 +12,10 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
-from spade import procedural
 from spade.checker import CheckReport, check_env
 from spade.cluster.placement import ClusterError
 from spade.config import CheckerConfig, TrainConfig, WinRule
-from spade.sandbox import EnvRunner
+from spade.sandbox import EnvRunner, Limits
 
 __all__ = ["ClusterError", "check_concurrency", "check_source", "instance_capacity", "open_runner"]
 
@@ -40,9 +39,9 @@ class RemoteChecks(Protocol):
 
 
 @contextlib.contextmanager
-def open_runner(cfg: TrainConfig) -> Iterator[EnvRunner]:
-    """The run's environment runner; closes it (and its sandboxes or workers) on exit."""
-    limits = procedural.run_limits(cfg)  # procedural mode: every sandbox preloads reasoning_gym
+def open_runner(cfg: TrainConfig, limits: Limits) -> Iterator[EnvRunner]:
+    """The run's environment runner, whose every sandbox has ``limits`` (the mode's: procedural mode
+    preloads reasoning_gym); closes it (and its sandboxes or workers) on exit."""
     if cfg.cluster.backend == "ray":
         from spade.cluster.ray_runner import RayRunner  # noqa: PLC0415 - Ray only when asked for
 

@@ -26,7 +26,7 @@ from spade.seeds import derive_seed
 from spade.types import SamplingParams
 
 if TYPE_CHECKING:
-    from spade.phases import Components
+    from spade.components import Components
 
 
 async def check_all(

@@ -30,7 +30,7 @@ from spade.sandbox import SandboxError
 from spade.types import ChatTemplate, Message, Policy, SamplingParams
 
 if TYPE_CHECKING:
-    from spade.phases import Components
+    from spade.components import Components
 
 HintReason = Literal[
     "ok", "capped", "empty", "contains_code", "leak_sequence", "leak_final_action", "truncated", "model_error"

@@ -29,7 +29,7 @@ from spade.skills import skills_for
 from spade.types import EnvSource, SamplingParams
 
 if TYPE_CHECKING:
-    from spade.phases import Components
+    from spade.components import Components
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from spade.memory import EnvStatus
 from spade.prompts import DesignRequest, Exemplar, Mode, Negative
 
 if TYPE_CHECKING:
-    from spade.phases import Components
+    from spade.components import Components
 
 
 class ArchivedEnv(Protocol):

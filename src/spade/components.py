@@ -1,7 +1,7 @@
-"""The pieces the loop is made of: its components.
+"""The long-lived parts of a run: policy, trainer, environment runner, archive and corpus sampler.
 
-:func:`make_components` builds the policy, trainer, sandbox, archive and corpus of a run; the design phase
-that uses them lives in :mod:`spade.design`.
+:func:`make_components` builds them for the loop (:mod:`spade.train`); :class:`Components` also stores the
+designer samples that await delayed credit and the readable transcripts of plays.
 """
 
 from __future__ import annotations
@@ -11,21 +11,19 @@ import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from spade import cluster, procedural, transcripts
+from spade import cluster, transcripts
+from spade.backends import make_policy
 from spade.backends.batching import BatchingPolicy
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
-from spade.memory import FILENAME as MEMORY_FILE
-from spade.memory import Memory, archive_sources, seed_sources
+from spade.memory import Memory
 from spade.rundir import RunDir, atomic_write
-from spade.sandbox import EnvRunner
+from spade.sandbox import EnvRunner, Limits
 from spade.seeds import derive_seed
-from spade.skills import skills_for
 from spade.training import make_trainer
-from spade.types import EnvSource, Trainer, TrainSample, Trajectory
+from spade.types import Trainer, TrainSample, Trajectory
 
 
 @dataclass
@@ -38,7 +36,6 @@ class Components:
     runner: EnvRunner
     memory: Memory
     sampler: CorpusSampler | None
-    pool: list[EnvSource]
     keep: TranscriptConfig = dataclasses.field(default_factory=TranscriptConfig)
     """What to keep of transcripts."""
 
@@ -108,10 +105,15 @@ class _NoCorpus:
 
 
 @contextlib.contextmanager
-def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
-    """Build every component of a run; closes the sandbox and the archive on exit."""
-    from spade.backends import make_policy  # noqa: PLC0415 - heavy imports on demand
+def make_components(cfg: TrainConfig, run: RunDir, *, limits: Limits, grounded: bool) -> Iterator[Components]:
+    """Build every component of a run; closes the sandbox and the archive on exit.
 
+    Args:
+        cfg: the run's config.
+        run: its run directory.
+        limits: the limits of every sandbox that plays the run's environments (the mode's).
+        grounded: whether designs draw documents from the corpus (``corpus.enabled`` in a designing mode).
+    """
     policy = BatchingPolicy(
         make_policy(cfg.model, seed=derive_seed(cfg.seed, "policy")),
         max_batch=cfg.rollout.max_concurrent_plays,
@@ -119,30 +121,7 @@ def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
     )
     trainer = make_trainer(cfg)
     sampler = None
-    if cfg.mode == "selfplay" and cfg.corpus.enabled:
+    if grounded:
         sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=derive_seed(cfg.seed, "corpus"))
-    with cluster.open_runner(cfg) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
-        yield Components(run, policy, trainer, runner, memory, sampler, _pool(cfg), cfg.transcripts)
-
-
-def _pool(cfg: TrainConfig) -> list[EnvSource]:
-    """The warm-start / fixed-pool environments: the seed library (``designer.seeds``, else the seeds of
-    ``designer.skills``), a run's archive, or a folder of files; in procedural mode the Reasoning-Gym task
-    environments."""
-    if cfg.mode == "procedural":
-        return procedural.sources(cfg.procedural)
-    if not cfg.pool:
-        d = cfg.designer
-        return seed_sources(d.setting, d.skills, d.seeds)
-    folder = Path(cfg.pool)
-    if (folder / MEMORY_FILE).exists():
-        return archive_sources(folder)
-    files = sorted((folder / "games").glob("*.py")) or sorted(folder.glob("*.py"))
-    if not files:
-        raise FileNotFoundError(f"no environment files (*.py or games/*.py) in pool folder {folder}")
-    known = {**skills_for("games"), **skills_for("tool_use")}
-    out = []
-    for f in files:
-        skill = next((s for s in known if f.stem.endswith(s)), "")
-        out.append(EnvSource(code=f.read_text(), skill=skill, env_id=f"pool_{f.stem}"))
-    return out
+    with cluster.open_runner(cfg, limits) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
+        yield Components(run, policy, trainer, runner, memory, sampler, cfg.transcripts)

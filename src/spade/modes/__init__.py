@@ -1,0 +1,22 @@
+"""Training modes: the strategy that chooses each regeneration's environments and learns from their plays.
+
+``selfplay`` (SPADE), and the agent-only baselines ``fixed_pool`` and ``procedural``; one module each,
+registered by name (:mod:`spade.modes.registry`). The loop (:mod:`spade.train`) reads ``cfg.mode`` only
+through :func:`make`.
+"""
+
+from spade.modes import fixed_pool, procedural, selfplay
+from spade.modes.base import Mode, Regeneration
+from spade.modes.registry import make, names, preflight, register
+
+__all__ = [
+    "Mode",
+    "Regeneration",
+    "fixed_pool",
+    "make",
+    "names",
+    "preflight",
+    "procedural",
+    "register",
+    "selfplay",
+]

@@ -1,0 +1,93 @@
+"""``--mode selfplay``, SPADE itself: the model designs the environments it plays, and both roles are trained.
+
+Each regeneration runs the design phase (:func:`spade.design.design_phase`) and plays the new valid
+environments, topped up from the archive by PLR replay when there are too few (without memory, the
+no-memory ablation: only the new ones, or seed games when none is valid). Each designer sample waits in the
+delayed-credit buffer (:mod:`spade.credit`) until ``reward.delay`` steps of plays measured its environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spade import credit as cr
+from spade import preflight, stopping
+from spade.components import Components
+from spade.config import TrainConfig
+from spade.credit import EnvStats
+from spade.memory import Memory
+from spade.modes.base import Mode, Regeneration, top_up
+from spade.modes.registry import register
+from spade.design import design_phase, fresh_only
+from spade.scoring import pending, score_designer
+from spade.state import LoopState
+from spade.types import TrainSample
+
+
+class SelfPlay(Mode):
+    """Design, check and hint environments, play them, and credit the designer for their regret."""
+
+    name = "selfplay"
+    regen_line = "design"
+
+    def preflight(self, cfg: TrainConfig) -> None:
+        """The warm-start pool (with ``memory.warm_start``) and the corpus (when grounded) can be read."""
+        super().preflight(cfg)
+        if cfg.corpus.enabled and cfg.corpus.path:
+            preflight.check_corpus(cfg.corpus.path)
+
+    def run_name(self, name: str) -> str:
+        """The preset's name itself (``runs/cpu-tiny``, which ``make train`` and the docs use)."""
+        return name
+
+    def grounded(self, cfg: TrainConfig) -> bool:
+        """Designs draw documents from the corpus unless ``corpus.enabled`` is off."""
+        return cfg.corpus.enabled
+
+    def start(self, cfg: TrainConfig, memory: Memory) -> dict[str, Any]:
+        """Archive the pool only with ``memory.warm_start``: the designer's seeds are archived anyway."""
+        if cfg.memory.warm_start:
+            memory.warm_start(self.sources(cfg))
+        return {}
+
+    async def regenerate(self, cfg: TrainConfig, c: Components, state: LoopState, step: int) -> Regeneration:
+        """Design one regeneration of environments; play the valid ones, topped up from the archive."""
+        designed, metrics = await design_phase(cfg, c, step)
+        stopping.check()  # designs cut by a stop request are no designs to play
+        if not cfg.memory.enabled:  # no-memory ablation: never replay designs
+            current = fresh_only(cfg, c.memory, designed, step)
+        else:
+            current = top_up(cfg, c.memory, [d.env_id for d in designed if d.valid], step)
+        return Regeneration(current, tuple(designed), metrics)
+
+    def credit(
+        self,
+        cfg: TrainConfig,
+        c: Components,
+        state: LoopState,
+        regen: Regeneration | None,
+        per_env: Mapping[str, EnvStats],
+        *,
+        step: int,
+        n_agent: int,
+        final: bool,
+    ) -> tuple[list[TrainSample], dict[str, Any]]:
+        """Add this step's designs to the buffer, extend every window with the step's plays, and score the
+        designer samples due at ``step`` (all of them at the run's ``final`` step)."""
+        new = [pending(d, per_env, step) for d in regen.designed] if regen is not None else []
+        buffer = cr.observe([*state.credit, *new], per_env)
+        due, rest = cr.release_due(buffer, step, cfg.reward.delay, final=final)
+        state.credit = list(rest)
+        if not due:
+            return [], {}
+        rewards, state.lp_ema = cr.credit_rewards(due, cfg.reward, state.lp_ema)
+        return score_designer(cfg, due, rewards, n_agent, c.load_design_sample)
+
+    def metrics(self, cfg: TrainConfig, memory: Memory) -> dict[str, float]:
+        """None of its own (the archive's are every mode's)."""
+        del cfg, memory
+        return {}
+
+
+register(SelfPlay.name, SelfPlay)
