@@ -49,7 +49,7 @@ benchmark's own rule, and command-line modules parse arguments: neither is count
 REPLY_PARAMS = {"reply", "completion", "text", "response"}
 STEP = "spade.train:run_step"
 """``module:function``, looked up by the loop in that module's globals: the step (``--step``)."""
-DESIGN = "spade.train:design_phase"
+DESIGN = "spade.modes.selfplay:design_phase"
 """``module:function``, looked up by the step in that module's globals: the design phase (``--design``)."""
 LOOP = "spade/train.py"
 """The loop's file, under src (``--loop``)."""

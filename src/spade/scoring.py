@@ -16,8 +16,8 @@ import numpy as np
 from spade import rewards as rw
 from spade.config import TrainConfig
 from spade.credit import DueCredit, EnvStats, PendingCredit
-from spade.memory import Memory
 from spade.design import DesignOutcome
+from spade.memory import Memory
 from spade.regret import estimate_regret
 from spade.rollout import status_counts
 from spade.types import PlayStatus, TrainSample, Trajectory

@@ -19,9 +19,9 @@ from spade import preflight
 from spade.components import Components
 from spade.config import TrainConfig
 from spade.credit import EnvStats
+from spade.design import DesignOutcome
 from spade.memory import FILENAME as MEMORY_FILE
 from spade.memory import EnvStatus, Memory, archive_sources, seed_sources
-from spade.design import DesignOutcome
 from spade.sandbox import Limits
 from spade.seeds import derive_rng, derive_seed
 from spade.skills import skills_for

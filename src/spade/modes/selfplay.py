@@ -16,10 +16,10 @@ from spade import preflight, stopping
 from spade.components import Components
 from spade.config import TrainConfig
 from spade.credit import EnvStats
+from spade.design import design_phase, fresh_only
 from spade.memory import Memory
 from spade.modes.base import Mode, Regeneration, top_up
 from spade.modes.registry import register
-from spade.design import design_phase, fresh_only
 from spade.scoring import pending, score_designer
 from spade.state import LoopState
 from spade.types import TrainSample
