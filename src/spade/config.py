@@ -240,6 +240,11 @@ class CheckerConfig:
     """Modules an environment may import (a name also allows its submodules)."""
     parallel_episodes: int = 4
     """Probe episodes played at once when the runner isolates instances in processes (in-process: one)."""
+    min_solution_win_rate: float = 1.0
+    """Least fraction of the ``feasibility_seeds`` tested seeds an explicit ``solution()`` script must win;
+    below it the environment is rejected (SOLUTION_PARTIAL), at or above it a loss is a warning. Regret on an
+    instance nobody can win is noise, and ``solution()`` claims every instance winnable: 1.0 rejects any
+    lost seed; 0.0 accepts one win (the earlier rule). Prose solutions are not held to it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -823,6 +828,7 @@ PAPER = TrainConfig(
     name="paper",
     model=ModelConfig(max_context=32768),
     play=PlayConfig(top_p=0.95, top_k=20),
+    checker=CheckerConfig(feasibility_seeds=8, min_solution_win_rate=1.0),
     designer=DesignerConfig(
         max_tokens=16384, hint_max_tokens=4096, doc_tokens=6000, top_p=0.95, top_k=20, attempts=5
     ),
@@ -841,7 +847,7 @@ PAPER_TOOL = TrainConfig(
     name="paper-tool",
     model=ModelConfig(max_context=32768),
     play=PlayConfig(top_p=0.95, top_k=20),
-    checker=CheckerConfig(llm_review=True),
+    checker=CheckerConfig(llm_review=True, feasibility_seeds=8, min_solution_win_rate=1.0),
     designer=DesignerConfig(
         setting="tool_use",
         skills_per_regen=6,

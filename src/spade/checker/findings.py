@@ -103,7 +103,8 @@ class FindingCode(enum.Enum):
     SOLUTION_PROSE = "SOLUTION_PROSE"
     """``solution()`` is prose, not a playable script; feasibility came from other evidence (a warning)."""
     SOLUTION_PARTIAL = "SOLUTION_PARTIAL"
-    """The scripted ``solution()`` won on some tested seeds but not all."""
+    """The scripted ``solution()`` won on some tested seeds but not all: fatal when it won less than
+    ``CheckerConfig.min_solution_win_rate`` of them, else a warning."""
     INFEASIBLE = "INFEASIBLE"
     """The hint-following policy never won."""
     EXPLOITABLE_CONSTANT = "EXPLOITABLE_CONSTANT"
@@ -161,7 +162,6 @@ DEFAULT_SEVERITY: dict[FindingCode, Severity] = dict.fromkeys(FindingCode, _FATA
     FindingCode.SEED_IGNORED: "warning",
     FindingCode.EMPTY_OBSERVATION: "warning",
     FindingCode.NO_SOLUTION: "warning",
-    FindingCode.SOLUTION_PARTIAL: "warning",
     FindingCode.SOLUTION_PROSE: "warning",
     FindingCode.FIXED_SOLUTION: "warning",
 }
