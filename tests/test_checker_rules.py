@@ -63,3 +63,39 @@ def test_every_seed_solution_wins_every_seed_of_the_paper_presets(name: str) -> 
     )
     assert report.ok, [str(f) for f in report.findings]
     assert report.stats["solution_win_rate"] == 1.0
+
+
+# -- turns ----------------------------------------------------------------------------------------------
+
+
+def test_a_one_reply_game_is_flagged_and_fatal_where_the_config_says() -> None:
+    warned = _check("one_reply.py", CheckerConfig())
+    assert warned.ok
+    assert _severity(warned, FindingCode.ONE_REPLY_GAME) == "warning"
+    assert warned.stats["min_turns"] == 1
+    rejected = _check("one_reply.py", CheckerConfig(reject_one_reply=True))
+    assert [f.code for f in rejected.fatal] == [FindingCode.ONE_REPLY_GAME]
+    assert "another seed's winning reply" in rejected.fatal[0].message
+    assert not _check("one_reply.py", PAPER.checker).ok
+    assert PAPER.checker.reject_one_reply
+    assert PAPER_TOOL.checker.reject_one_reply
+
+
+def test_a_game_that_answers_a_wrong_reply_is_multi_turn_even_when_one_reply_wins() -> None:
+    report = _check("multi_turn.py", CheckerConfig(reject_one_reply=True))
+    assert report.ok, [str(f) for f in report.findings]
+    assert report.stats["min_turns"] == 1
+    assert FindingCode.ONE_REPLY_GAME not in report.codes
+
+
+def test_min_turns_is_reported_even_for_a_rejected_design() -> None:
+    report = _check("partial_solution.py", MANY_SEEDS)
+    assert report.stats["min_turns"] >= 1
+
+
+@pytest.mark.parametrize("name", envs.names())
+def test_no_seed_environment_is_a_one_reply_game(name: str) -> None:
+    strict = CheckerConfig(reject_one_reply=True)
+    report = check_env(envs.spec(name).source(), InProcessSandbox(), strict, seed=5, filename=name)
+    assert report.ok, [str(f) for f in report.findings]
+    assert report.stats["min_turns"] >= 3  # every seed game takes several replies to win

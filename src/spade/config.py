@@ -245,6 +245,10 @@ class CheckerConfig:
     below it the environment is rejected (SOLUTION_PARTIAL), at or above it a loss is a warning. Regret on an
     instance nobody can win is noise, and ``solution()`` claims every instance winnable: 1.0 rejects any
     lost seed; 0.0 accepts one win (the earlier rule). Prose solutions are not held to it."""
+    reject_one_reply: bool = False
+    """Reject a one-reply game (ONE_REPLY_GAME: the solution wins with one reply and a wrong first reply ends
+    the episode, so the agent never acts on feedback) instead of warning about it. The method's
+    environments are multi-turn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -828,7 +832,7 @@ PAPER = TrainConfig(
     name="paper",
     model=ModelConfig(max_context=32768),
     play=PlayConfig(top_p=0.95, top_k=20),
-    checker=CheckerConfig(feasibility_seeds=8, min_solution_win_rate=1.0),
+    checker=CheckerConfig(feasibility_seeds=8, min_solution_win_rate=1.0, reject_one_reply=True),
     designer=DesignerConfig(
         max_tokens=16384, hint_max_tokens=4096, doc_tokens=6000, top_p=0.95, top_k=20, attempts=5
     ),
@@ -847,7 +851,9 @@ PAPER_TOOL = TrainConfig(
     name="paper-tool",
     model=ModelConfig(max_context=32768),
     play=PlayConfig(top_p=0.95, top_k=20),
-    checker=CheckerConfig(llm_review=True, feasibility_seeds=8, min_solution_win_rate=1.0),
+    checker=CheckerConfig(
+        llm_review=True, feasibility_seeds=8, min_solution_win_rate=1.0, reject_one_reply=True
+    ),
     designer=DesignerConfig(
         setting="tool_use",
         skills_per_regen=6,

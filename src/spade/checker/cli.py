@@ -33,8 +33,8 @@ def format_report(path: str, report: CheckReport) -> str:
     lines = [f"{verdict} {path}  ({report.total_s:.2f} s, seed {report.seed})"]
     lines += [f"  {f}" for f in report.findings]
     shown = (
-        "solution_win_rate", "random_win_rate", "guess_win_rate", "degenerate_win_rate", "constant_win_rate",
-        "episodes",
+        "solution_win_rate", "min_turns", "random_win_rate", "guess_win_rate", "degenerate_win_rate",
+        "constant_win_rate", "episodes",
     )  # fmt: skip
     figures = [f"{k}={report.stats[k]:g}" for k in shown if k in report.stats]
     if figures:
