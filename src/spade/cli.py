@@ -90,6 +90,9 @@ class CheckArgs:
     """Seed of the probe actions and environment seeds (random when omitted; each report shows it)."""
     difficulty: int | None = None
     """Level to reset every instance at, as ``play.difficulty`` in training (default: each file's own)."""
+    against: str | None = None
+    """A run directory: also report each accepted file's novelty (behaviour-fingerprint distance to the nearest
+    environment of the run's archive)."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,9 @@ def _cmd_check(argv: Sequence[str]) -> int:
         return 2
     from spade.checker import check_files  # noqa: PLC0415 - subcommands import what they need
 
-    return check_files(args.files, args.jobs, args.json, seed=args.seed, difficulty=args.difficulty)
+    return check_files(
+        args.files, args.jobs, args.json, seed=args.seed, difficulty=args.difficulty, against=args.against
+    )
 
 
 def _cmd_envs(argv: Sequence[str]) -> int:

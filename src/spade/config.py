@@ -249,6 +249,10 @@ class CheckerConfig:
     """Reject a one-reply game (ONE_REPLY_GAME: the solution wins with one reply and a wrong first reply ends
     the episode, so the agent never acts on feedback) instead of warning about it. The method's
     environments are multi-turn."""
+    novelty_seeds: int = 2
+    """Seeds of the behaviour fingerprint (observations and rewards of the scripted solution and of seeded
+    random play) from which a design's novelty against the archive is measured; 0: not measured in training
+    (``spade check --against`` plays at least one seed)."""
 
 
 @dataclass(frozen=True, slots=True)

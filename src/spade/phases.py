@@ -23,6 +23,7 @@ from spade import cluster, designer, procedural, tool_prompts, transcripts
 from spade.actions import last_boxed, strip_reasoning
 from spade.backends.batching import BatchingPolicy
 from spade.checker import CheckReport, Finding, FindingCode
+from spade.checker.novelty import Fingerprints
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.demos import same_instance_demos
@@ -77,6 +78,8 @@ class Components:
     pool: list[EnvSource]
     keep: TranscriptConfig = dataclasses.field(default_factory=TranscriptConfig)
     """What to keep of transcripts."""
+    fingerprints: Fingerprints | None = None
+    """Behaviour fingerprints of archived and designed sources, played once per process (novelty metrics)."""
 
     @property
     def corpus(self) -> Any:
@@ -214,6 +217,7 @@ async def design_phase(
         ]
         transcripts.write(c.run.root, step, "design", records)
     metrics = _design_metrics(tried.designs, outcomes)
+    metrics.update(await _novelty(cfg, c, outcomes))
     metrics.update(hint_stats)
     metrics["designer/attempts_mean"] = len(tried.designs) / max(len(slots), 1)
     metrics["designer/slots_filled"] = (len(slots) - len(todo)) / max(len(slots), 1)
@@ -543,6 +547,23 @@ def _design_record(
         "messages": [dict(m) for m in design.messages],
         "reply": design.completion,
     }
+
+
+async def _novelty(cfg: TrainConfig, c: Components, outcomes: Sequence[DesignOutcome]) -> dict[str, float]:
+    """``designer/novelty_mean`` / ``_min``: each accepted design's behaviour-fingerprint distance to the
+    nearest environment archived before this regeneration (``checker.novelty_seeds`` 0: not measured)."""
+    new = {o.env_id for o in outcomes if o.valid}
+    if cfg.checker.novelty_seeds <= 0 or not new:
+        return {}
+    if c.fingerprints is None:
+        c.fingerprints = Fingerprints(c.runner, cfg.checker.novelty_seeds, cfg.play.difficulty)
+    prints, records = c.fingerprints, c.memory.records(status=EnvStatus.VALID)
+    archive = [(r.env_id, r.code) for r in records if r.env_id not in new]
+    designed = [r.code for r in records if r.env_id in new]  # an accepted design may be evicted at once
+    if not designed:
+        return {}
+    found = await asyncio.to_thread(lambda: [prints.novelty(code, archive).distance for code in designed])
+    return {"designer/novelty_mean": sum(found) / len(found), "designer/novelty_min": min(found)}
 
 
 def _design_metrics(designs: Sequence[designer.Design], outcomes: Sequence[DesignOutcome]) -> dict[str, Any]:
