@@ -849,7 +849,8 @@ new tokens, hints 4k, 6,000-word documents, top-p 0.95 / top-k 20, blend reward 
 plateau term on the window's mean return, weight decay 0.1, TIS on every sample. The regret estimator uses every
 hinted play (``--reward.regret-estimator difference_of_means`` is the authors'). Paper ablations are single
 switches on top: ``--designer.no-train``, ``--memory.no-enabled``, ``--corpus.no-enabled``, ``--designer.skills
-mathematical_reasoning pattern_recognition``."""
+mathematical_reasoning pattern_recognition``. The checker's solution must win all of 8 tested seeds and a
+one-reply game is rejected (this implementation's rules, see docs/paper-recipe.md)."""
 
 PAPER_TOOL = TrainConfig(
     name="paper-tool",
