@@ -99,3 +99,14 @@ def test_no_seed_environment_is_a_one_reply_game(name: str) -> None:
     report = check_env(envs.spec(name).source(), InProcessSandbox(), strict, seed=5, filename=name)
     assert report.ok, [str(f) for f in report.findings]
     assert report.stats["min_turns"] >= 3  # every seed game takes several replies to win
+
+
+def test_spade_check_judges_with_a_presets_checker(capsys: pytest.CaptureFixture[str]) -> None:
+    from spade.cli import main  # noqa: PLC0415 - the command under test
+
+    path = str(FIXTURES / "one_reply.py")
+    assert main(["check", "--seed", "11", path]) == 0
+    assert "[warning] ONE_REPLY_GAME" in capsys.readouterr().out
+    assert main(["check", "--seed", "11", "--preset", "paper", path]) == 1
+    assert "[fatal] ONE_REPLY_GAME" in capsys.readouterr().out
+    assert main(["check", "--preset", "nonesuch", path]) == 2
