@@ -112,6 +112,7 @@ def test_valid_designs_give_regret_and_metrics(tmp_path: Path) -> None:
                 "time/update_s"):  # fmt: skip
         assert key in first, key
     assert first["designer/valid_rate"] == 1.0
+    assert 0.0 <= first["designer/novelty_min"] <= first["designer/novelty_mean"] <= 1.0
     assert any("loss/agent" in r for r in rows)
     assert any("loss/designer" in r for r in rows)
     # the scripted agent always wins with the hint and rarely without it: regret is large and positive

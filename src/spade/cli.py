@@ -90,6 +90,12 @@ class CheckArgs:
     """Seed of the probe actions and environment seeds (random when omitted; each report shows it)."""
     difficulty: int | None = None
     """Level to reset every instance at, as ``play.difficulty`` in training (default: each file's own)."""
+    preset: str | None = None
+    """Judge with this training preset's checker settings (``paper``, ``paper-tool``, ``cpu-tiny``; default:
+    the checker's defaults), e.g. ``paper`` rejects a one-reply game."""
+    against: str | None = None
+    """A run directory: also report each accepted file's novelty (behaviour-fingerprint distance to the nearest
+    environment of the run's archive)."""
 
 
 @dataclass(frozen=True)
@@ -184,8 +190,16 @@ def _cmd_check(argv: Sequence[str]) -> int:
         print("spade check: give at least one FILE (see `spade check --help`)", file=sys.stderr)
         return 2
     from spade.checker import check_files  # noqa: PLC0415 - subcommands import what they need
+    from spade.config import PRESETS  # noqa: PLC0415 - as above
 
-    return check_files(args.files, args.jobs, args.json, seed=args.seed, difficulty=args.difficulty)
+    if args.preset is not None and args.preset not in PRESETS:
+        print(f"spade check: --preset must be one of {', '.join(PRESETS)}", file=sys.stderr)
+        return 2
+    config = PRESETS[args.preset].checker if args.preset else None
+    return check_files(
+        args.files, args.jobs, args.json, seed=args.seed, difficulty=args.difficulty, config=config,
+        against=args.against,
+    )  # fmt: skip
 
 
 def _cmd_envs(argv: Sequence[str]) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 from spade import cluster, transcripts
 from spade.backends import make_policy
 from spade.backends.batching import BatchingPolicy
+from spade.checker.novelty import Fingerprints
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.memory import Memory
@@ -38,6 +39,8 @@ class Components:
     sampler: CorpusSampler | None
     keep: TranscriptConfig = dataclasses.field(default_factory=TranscriptConfig)
     """What to keep of transcripts."""
+    fingerprints: Fingerprints | None = None
+    """Behaviour fingerprints of archived and designed sources, played once per process (novelty metrics)."""
 
     @property
     def corpus(self) -> Any:

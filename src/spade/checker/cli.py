@@ -11,7 +11,10 @@ from typing import TextIO
 
 from spade.checker.findings import CheckReport
 from spade.checker.ladder import check_env
+from spade.checker.novelty import Fingerprints, Novelty
+from spade.checker.static import parse
 from spade.config import CheckerConfig, WinRule
+from spade.memory import MemoryStoreError, archive_sources
 from spade.sandbox import Limits, Sandbox, SandboxError
 from spade.sandbox.api import EnvRunner
 
@@ -27,19 +30,36 @@ def _check_one(
     return check_env(text, runner, cfg, seed=seed, filename=path.name, win=win)
 
 
-def format_report(path: str, report: CheckReport) -> str:
-    """Human-readable lines for one file: verdict, findings, and the main figures."""
+def format_report(path: str, report: CheckReport, novelty: Novelty | None = None) -> str:
+    """Human-readable lines for one file: verdict, findings, the main figures and its novelty, if measured."""
     verdict = "PASS" if report.ok else "FAIL"
     lines = [f"{verdict} {path}  ({report.total_s:.2f} s, seed {report.seed})"]
     lines += [f"  {f}" for f in report.findings]
     shown = (
-        "solution_win_rate", "random_win_rate", "guess_win_rate", "degenerate_win_rate", "constant_win_rate",
-        "episodes",
+        "solution_win_rate", "min_turns", "random_win_rate", "guess_win_rate", "degenerate_win_rate",
+        "constant_win_rate", "episodes",
     )  # fmt: skip
     figures = [f"{k}={report.stats[k]:g}" for k in shown if k in report.stats]
     if figures:
         lines.append("  " + "  ".join(figures))
+    if novelty is not None:
+        near = f"nearest {novelty.nearest}" if novelty.nearest else "empty archive"
+        lines.append(f"  novelty={novelty.distance:.3f}  ({near}, {novelty.archived} archived)")
     return "\n".join(lines)
+
+
+def _novelties(
+    prints: Fingerprints, cfg: CheckerConfig, against: str, checked: Sequence[tuple[Path, CheckReport | str]]
+) -> list[Novelty | None]:
+    """Each accepted file's novelty against the valid environments of the run ``against``."""
+    archive = [(s.env_id.removeprefix("pool_"), s.code) for s in archive_sources(against)]
+    out: list[Novelty | None] = []
+    for path, result in checked:
+        code = parse(path.read_text(encoding="utf-8"), cfg)[0] if isinstance(result, CheckReport) else None
+        out.append(
+            prints.novelty(code, archive) if code and isinstance(result, CheckReport) and result.ok else None
+        )
+    return out
 
 
 def check_files(
@@ -52,12 +72,15 @@ def check_files(
     config: CheckerConfig | None = None,
     runner: EnvRunner | None = None,
     out: TextIO | None = None,
+    against: str | None = None,
 ) -> int:
     """Check every file in the sandbox, ``jobs`` files at a time, and print a report per file.
 
     Files may hold environment code or a model reply with a fenced code block. With ``as_json`` each file
     prints one JSON object per line (``{"path": ..., "report": {...}}`` or ``{"path": ..., "error": ...}``).
-    ``difficulty`` resets every instance at that level (None: each environment's default).
+    ``difficulty`` resets every instance at that level (None: each environment's default). With ``against``
+    (a run directory), each accepted file's novelty against that run's archive is reported too (the
+    ``novelty`` key in JSON).
 
     Returns:
         The exit code: 0 when every file passes, 1 when any is rejected, 2 when a file cannot be read or the
@@ -76,11 +99,24 @@ def check_files(
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             win = WinRule(difficulty=difficulty)
             results = list(pool.map(lambda p: _check_one(p, sandbox, cfg, seed, win), files))
+        novelties = (
+            _novelties(
+                Fingerprints(sandbox, max(cfg.novelty_seeds, 1), difficulty),
+                cfg,
+                against,
+                list(zip(files, results, strict=True)),
+            )
+            if against
+            else [None] * len(files)
+        )
+    except MemoryStoreError as exc:
+        print(f"spade check: --against: {exc}", file=sys.stderr)
+        return 2
     finally:
         if own:
             sandbox.close()
     code = 0
-    for path, result in zip(files, results, strict=True):
+    for path, result, novelty in zip(files, results, novelties, strict=True):
         if isinstance(result, str):
             code = 2
             print(
@@ -90,9 +126,10 @@ def check_files(
         if not result.ok:
             code = max(code, 1)
         if as_json:
-            print(json.dumps({"path": str(path), "report": json.loads(result.to_json())}), file=out)
+            row = {"path": str(path), "report": json.loads(result.to_json())}
+            print(json.dumps(row | ({"novelty": novelty.to_dict()} if novelty else {})), file=out)
         else:
-            print(format_report(str(path), result), file=out)
+            print(format_report(str(path), result, novelty), file=out)
     if not as_json and len(files) > 1:
         passed = sum(isinstance(r, CheckReport) and r.ok for r in results)
         print(f"{passed}/{len(files)} passed", file=out)

@@ -57,7 +57,11 @@ def feasibility_findings(
     cfg: CheckerConfig,
     rule: WinRule = WinRule(),  # noqa: B008 - frozen, so one shared default is safe
 ) -> tuple[list[Finding], dict[str, float]]:
-    """SOLUTION_FAILS / SOLUTION_PARTIAL for scripts, INFEASIBLE for hinted play, NO_SOLUTION when neither."""
+    """SOLUTION_FAILS / SOLUTION_PARTIAL for scripts, INFEASIBLE for hinted play, NO_SOLUTION when neither.
+
+    An explicit script that loses some seeds is rejected when it wins less than
+    ``cfg.min_solution_win_rate`` of them (a warning otherwise); a prose plan is not held to the rate.
+    """
     failed = first_failure([*solved, *hinted], "feasibility")
     failed = failed or reward_findings([*solved, *hinted], cfg, "feasibility")
     if failed:
@@ -73,9 +77,7 @@ def feasibility_findings(
         if not any(wins):
             return [_solution_fails(played, rule)], stats
         if not all(wins):
-            lost = [e.seed for e, w in zip(played, wins, strict=True) if not w]
-            msg = f"solution() won {sum(wins)} of {len(wins)} tested seeds (lost on seeds {lost})."
-            return [finding(FindingCode.SOLUTION_PARTIAL, "feasibility", msg)], stats
+            return [_partial(played, wins, cfg.min_solution_win_rate)], stats
         return [], stats
     if played and any(wins):
         return [_prose(played, "playing the plan read from it won")], stats
@@ -91,6 +93,21 @@ def feasibility_findings(
     why = "solution() returns prose that does not win when played" if played else "there is no solution()"
     msg = f"feasibility unverified: {why}. Fix: make solution() return the list of winning actions."
     return [finding(FindingCode.NO_SOLUTION, "feasibility", msg)], stats
+
+
+def _partial(played: Sequence[Episode], wins: Sequence[bool], least: float) -> Finding:
+    """SOLUTION_PARTIAL: fatal below ``least`` (``CheckerConfig.min_solution_win_rate``), else a warning."""
+    won = rate(wins)
+    lost = [e.seed for e, w in zip(played, wins, strict=True) if not w]
+    fatal = won < least - 1e-9
+    verdict = "below" if fatal else "at least"
+    msg = (
+        f"solution() won {sum(wins)} of {len(wins)} tested seeds ({won:.0%}, {verdict} the required "
+        f"{least:.0%}; lost on seeds {lost}). Regret measured on an instance nobody can win is noise. Likely "
+        "cause: the generator draws instances without a solution, or solution() misses a case. Fix: build "
+        "each instance from a solution (or redraw until one exists) and make solution() find it."
+    )
+    return finding(FindingCode.SOLUTION_PARTIAL, "feasibility", msg, "fatal" if fatal else "warning")
 
 
 def _prose(played: Sequence[Episode], evidence: str) -> Finding:

@@ -22,6 +22,7 @@ Stage = Literal[
     "termination",
     "tools",
     "feasibility",
+    "turns",
     "exploit",
     "review",
     "novelty",
@@ -103,7 +104,11 @@ class FindingCode(enum.Enum):
     SOLUTION_PROSE = "SOLUTION_PROSE"
     """``solution()`` is prose, not a playable script; feasibility came from other evidence (a warning)."""
     SOLUTION_PARTIAL = "SOLUTION_PARTIAL"
-    """The scripted ``solution()`` won on some tested seeds but not all."""
+    """The scripted ``solution()`` won on some tested seeds but not all: fatal when it won less than
+    ``CheckerConfig.min_solution_win_rate`` of them, else a warning."""
+    ONE_REPLY_GAME = "ONE_REPLY_GAME"
+    """The solution wins with one reply and a wrong first reply ends the episode: the agent never acts on
+    feedback. A warning unless ``CheckerConfig.reject_one_reply``."""
     INFEASIBLE = "INFEASIBLE"
     """The hint-following policy never won."""
     EXPLOITABLE_CONSTANT = "EXPLOITABLE_CONSTANT"
@@ -161,8 +166,8 @@ DEFAULT_SEVERITY: dict[FindingCode, Severity] = dict.fromkeys(FindingCode, _FATA
     FindingCode.SEED_IGNORED: "warning",
     FindingCode.EMPTY_OBSERVATION: "warning",
     FindingCode.NO_SOLUTION: "warning",
-    FindingCode.SOLUTION_PARTIAL: "warning",
     FindingCode.SOLUTION_PROSE: "warning",
+    FindingCode.ONE_REPLY_GAME: "warning",
     FindingCode.FIXED_SOLUTION: "warning",
 }
 """Severity of each code unless a check says otherwise (GLOBAL_RNG is a warning for official-format files)."""
@@ -210,8 +215,9 @@ class CheckReport:
     """The verdict on one environment source.
 
     ``timings_s`` maps each stage that ran to its wall time; ``stats`` holds rates and counts such as
-    ``solution_win_rate``, ``random_win_rate``, ``guess_win_rate``, ``degenerate_win_rate``, ``constant_win_rate``,
-    ``episodes`` and ``steps``. ``seed`` reproduces the run's probe actions and seeds.
+    ``solution_win_rate``, ``min_turns`` (the fewest replies a won episode took), ``random_win_rate``,
+    ``guess_win_rate``, ``degenerate_win_rate``, ``constant_win_rate``, ``episodes`` and ``steps``.
+    ``seed`` reproduces the run's probe actions and seeds.
     """
 
     ok: bool

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from spade.checker import dynamic, feasibility, probes, tooling
+from spade.checker import dynamic, feasibility, probes, tooling, turns
 from spade.checker.episodes import Episode, Job, Prober
 from spade.checker.failures import failure_finding, first_failure
 from spade.checker.findings import CheckReport, Finding, FindingCode, Stage, finding
@@ -61,6 +61,8 @@ class Evidence:
     randoms: tuple[Episode, ...] = ()
     idle: tuple[Episode, ...] = ()
     solved: tuple[Episode, ...] = ()
+    hinted: tuple[Episode, ...] = ()
+    """Episodes of the hint-following policy (played only when no solution() script is evidence)."""
     pairs: tuple[tuple[Episode, Episode], ...] = ()
     stats: tuple[tuple[str, float], ...] = ()
     """Rates and counts, in the order the rungs found them."""
@@ -210,7 +212,15 @@ def _feasibility(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
             ev.play.play("hinted", s, ctx.policy, max_steps=_SCRIPT_CAP) for s in seeds
         ]  # may be stateful
     found, stats = feasibility.feasibility_findings(list(solved), explicit, hinted, ctx.cfg, ctx.rule)
-    return found, replace(ev, solved=solved).with_stats(stats)
+    stats |= turns.turn_stats([e for e in (*solved, *hinted) if ctx.won(e)])
+    return found, replace(ev, solved=solved, hinted=tuple(hinted)).with_stats(stats)
+
+
+def _turns(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
+    winners = [e for e in (*ev.solved, *ev.hinted) if ctx.won(e)]
+    crossed = ev.play.play_all(turns.cross_jobs(winners)) if turns.min_turns(winners) == 1 else []
+    probed = [*ev.randoms, *ev.idle]
+    return turns.turn_findings(winners, crossed, probed, ctx.won, reject=ctx.cfg.reject_one_reply), ev
 
 
 def _exploit_jobs(ctx: _Context, ev: Evidence, winners: list[Episode]) -> list[Job]:
@@ -283,7 +293,8 @@ def _confirm(ctx: _Context, ev: Evidence, groups: dict[str, list[Episode]]) -> l
 
 RUNGS: tuple[tuple[Stage, Rung], ...] = (
     ("parse", _parse), ("static", _static), ("load", _load), ("determinism", _determinism), ("steps", _steps),
-    ("termination", _termination), ("tools", _tools), ("feasibility", _feasibility), ("exploit", _exploit),
+    ("termination", _termination), ("tools", _tools), ("feasibility", _feasibility), ("turns", _turns),
+    ("exploit", _exploit),
 )  # fmt: skip
 """The ladder: each rung checks the evidence so far and returns its findings and the evidence it added."""
 

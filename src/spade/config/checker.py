@@ -53,3 +53,16 @@ class CheckerConfig:
     """Modules an environment may import (a name also allows its submodules)."""
     parallel_episodes: int = 4
     """Probe episodes played at once when the runner isolates instances in processes (in-process: one)."""
+    min_solution_win_rate: float = 1.0
+    """Least fraction of the ``feasibility_seeds`` tested seeds an explicit ``solution()`` script must win;
+    below it the environment is rejected (SOLUTION_PARTIAL), at or above it a loss is a warning. Regret on an
+    instance nobody can win is noise, and ``solution()`` claims every instance winnable: 1.0 rejects any
+    lost seed; 0.0 accepts one win (the earlier rule). Prose solutions are not held to it."""
+    reject_one_reply: bool = False
+    """Reject a one-reply game (ONE_REPLY_GAME: the solution wins with one reply and a wrong first reply ends
+    the episode, so the agent never acts on feedback) instead of warning about it. The method's
+    environments are multi-turn."""
+    novelty_seeds: int = 2
+    """Seeds of the behaviour fingerprint (observations and rewards of the scripted solution and of seeded
+    random play) from which a design's novelty against the archive is measured; 0: not measured in training
+    (``spade check --against`` plays at least one seed)."""

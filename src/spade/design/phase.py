@@ -8,6 +8,7 @@ archives accepted and rejected sources with their findings, designs the rejected
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import random
 import time
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from spade import transcripts
 from spade.checker import CheckReport
+from spade.checker.novelty import Fingerprints
 from spade.config import TrainConfig
 from spade.design.check import check_all, reject_unchanged, review
 from spade.design.designer import Design, design, design_metrics
@@ -87,6 +89,7 @@ async def design_phase(
         ]
         transcripts.write(c.run.root, step, "design", records)
     metrics = _design_metrics(tried.designs, outcomes)
+    metrics.update(await _novelty(cfg, c, outcomes))
     metrics.update(hint_stats)
     metrics["designer/attempts_mean"] = len(tried.designs) / max(len(slots), 1)
     metrics["designer/slots_filled"] = (len(slots) - len(todo)) / max(len(slots), 1)
@@ -232,3 +235,20 @@ def _design_metrics(designs: Sequence[Design], outcomes: Sequence[DesignOutcome]
     for reason, count in Counter(o.reason for o in outcomes if not o.valid).items():
         metrics[f"designer/rejected/{reason}"] = float(count)
     return metrics
+
+
+async def _novelty(cfg: TrainConfig, c: Components, outcomes: Sequence[DesignOutcome]) -> dict[str, float]:
+    """``designer/novelty_mean`` / ``_min``: each accepted design's behaviour-fingerprint distance to the
+    nearest environment archived before this regeneration (``checker.novelty_seeds`` 0: not measured)."""
+    new = {o.env_id for o in outcomes if o.valid}
+    if cfg.checker.novelty_seeds <= 0 or not new:
+        return {}
+    if c.fingerprints is None:
+        c.fingerprints = Fingerprints(c.runner, cfg.checker.novelty_seeds, cfg.play.difficulty)
+    prints, records = c.fingerprints, c.memory.records(status=EnvStatus.VALID)
+    archive = [(r.env_id, r.code) for r in records if r.env_id not in new]
+    designed = [r.code for r in records if r.env_id in new]  # an accepted design may be evicted at once
+    if not designed:
+        return {}
+    found = await asyncio.to_thread(lambda: [prints.novelty(code, archive).distance for code in designed])
+    return {"designer/novelty_mean": sum(found) / len(found), "designer/novelty_min": min(found)}
