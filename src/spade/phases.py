@@ -26,6 +26,7 @@ from spade.checker import CheckReport, Finding, FindingCode
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.demos import same_instance_demos
+from spade.ecosystem import remote as ecosystem_remote
 from spade.hints import Hint, HintRequest, hint_metrics, write_hints
 from spade.memory import FILENAME as MEMORY_FILE
 from spade.memory import EnvRecord, EnvStatus, Memory, StoredFinding, archive_sources, seed_sources
@@ -157,7 +158,8 @@ def make_components(cfg: TrainConfig, run: RunDir) -> Iterator[Components]:
     sampler = None
     if cfg.mode == "selfplay" and cfg.corpus.enabled:
         sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=derive_seed(cfg.seed, "corpus"))
-    with cluster.open_runner(cfg) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
+    with cluster.open_runner(cfg) as sandboxed, Memory.in_run_dir(run.root, cfg.memory) as memory:
+        runner = ecosystem_remote.wrap_runner(cfg.pool, sandboxed)  # openenv:URL pools play on the server
         yield Components(run, policy, trainer, runner, memory, sampler, _pool(cfg), cfg.transcripts)
 
 
@@ -170,6 +172,8 @@ def _pool(cfg: TrainConfig) -> list[EnvSource]:
     if not cfg.pool:
         d = cfg.designer
         return seed_sources(d.setting, d.skills, d.seeds)
+    if ecosystem_remote.is_remote(cfg.pool):
+        return ecosystem_remote.pool_sources(cfg.pool)
     folder = Path(cfg.pool)
     if (folder / MEMORY_FILE).exists():
         return archive_sources(folder)

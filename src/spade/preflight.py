@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from spade.config import TrainConfig
+from spade.ecosystem import remote as ecosystem_remote
 from spade.errors import SpadeError
 
 SERVER_CHECK_TIMEOUT_S = 5.0
@@ -60,6 +61,12 @@ def check_runs_dir(run_dir: Path) -> None:
 def check_pool(pool: str) -> None:
     """A pool folder (when one is given) exists and holds environment files."""
     if not pool:
+        return
+    if ecosystem_remote.is_remote(pool):
+        try:
+            ecosystem_remote.check_pool(pool)
+        except ecosystem_remote.RemoteEnvError as exc:
+            raise SetupError(str(exc)) from exc
         return
     folder = Path(pool).expanduser()
     if not folder.is_dir():
