@@ -3,14 +3,17 @@ training on a remote OpenEnv server (``--pool openenv:URL``), including a dead s
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -148,3 +151,61 @@ def test_dead_server_is_a_one_line_resumable_stop(tmp_path: Path, capsys: pytest
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "does not answer" in err[0]
+
+
+class _Segment:
+    def __init__(self, reply: str, terminated: bool) -> None:
+        self.last_reply, self.terminated = reply, terminated
+
+
+class _Trace:
+    def __init__(self) -> None:
+        self.rewards: dict[str, float] = {}
+
+    def record_reward(self, name: str, value: float, weight: float = 1.0) -> None:
+        self.rewards[name] = value * weight
+
+
+class _ScriptedSeat:
+    """The agent side of verifiers' ``Interaction`` (``turn`` -> a segment with the reply), scripted: verifiers
+    runs a real agent through a harness program it installs with uv, which this offline test cannot."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies, self.seen, self.trace = list(replies), [], _Trace()
+
+    @contextlib.asynccontextmanager
+    async def interaction(self, task: object) -> AsyncIterator[_ScriptedSeat]:
+        yield self
+
+    async def turn(self, message: str) -> _Segment:
+        self.seen.append(message)
+        if not self.replies:  # the agent has nothing more to say: its run ends
+            return _Segment("", terminated=True)
+        return _Segment(self.replies.pop(0), terminated=False)
+
+
+def test_verifiers_package_loads_with_its_loader_and_scores_a_scripted_episode(
+    run: RunDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from verifiers.v1.utils.loaders import load_environment, resolve_env_config  # noqa: PLC0415
+
+    assert main(["export", str(run.root), "--out", str(tmp_path / "out"), "--format", "verifiers"]) == 0
+    package = tmp_path / "out" / "verifiers"
+    pkg = next(p for p in package.iterdir() if p.is_dir())
+    monkeypatch.syspath_prepend(str(package))
+    env = load_environment(resolve_env_config({"taskset": {"id": pkg.name, "seeds": 2}}))
+    tasks = list(env.taskset)
+    assert len(tasks) == 2 * len((pkg / "envs" / "manifest.jsonl").read_text().splitlines())
+    task = tasks[1]
+    info = task.data.info
+    with Sandbox() as sb, sb.open((pkg / "envs" / info["file"]).read_text()) as local:
+        local.reset(seed=info["seed"])
+        solution = local.solution()
+    winning = [solution] if isinstance(solution, str) else list(solution)
+    seat = _ScriptedSeat(winning)
+    asyncio.run(env.run(task, SimpleNamespace(player=seat)))
+    assert seat.trace.rewards == {"spade_return": 1.0}
+    assert seat.seen[0]  # the environment's first observation opened the exchange
+    seat = _ScriptedSeat(["\\boxed{-12345}"] * 20)
+    asyncio.run(env.run(task, SimpleNamespace(player=seat)))
+    assert seat.trace.rewards == {"spade_return": 0.0}

@@ -127,9 +127,9 @@ class ExportArgs:
     """Also export the seed-library environments the run started from."""
     overwrite: bool = False
     """Replace a non-empty output folder."""
-    format: Literal["pool", "openenv"] = "pool"
-    """'pool': OUT/pool and OUT/dataset; 'openenv': OUT/openenv, an OpenEnv server + client package whose
-    episodes run in spade's sandbox."""
+    format: Literal["pool", "openenv", "verifiers"] = "pool"
+    """'pool': OUT/pool and OUT/dataset; 'openenv': OUT/openenv, an OpenEnv server + client package;
+    'verifiers': OUT/verifiers, a verifiers taskset package (both run every episode in spade's sandbox)."""
 
 
 def _cmd_runs(argv: Sequence[str]) -> int:

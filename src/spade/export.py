@@ -13,7 +13,8 @@ Two folders under the output (default ``<run>/export``):
   written with pyarrow, so ``datasets`` need not be installed to export.
 
 ``format="openenv"`` writes ``openenv/`` instead: an OpenEnv server and client package
-(:mod:`spade.ecosystem.openenv_export`).
+(:mod:`spade.ecosystem.openenv_export`); ``format="verifiers"`` writes ``verifiers/``, a verifiers taskset
+package (:mod:`spade.ecosystem.verifiers_export`).
 """
 
 from __future__ import annotations
@@ -149,9 +150,11 @@ def export_run(
 
 
 def _write_package(fmt: ExportFormat, out: Path, run_name: str, envs: list[ExportedEnv]) -> Path:
-    from spade.ecosystem.openenv_export import write_openenv  # noqa: PLC0415 - only this format needs it
+    from spade.ecosystem.openenv_export import write_openenv  # noqa: PLC0415 - only these formats need them
+    from spade.ecosystem.verifiers_export import write_verifiers  # noqa: PLC0415
 
-    return write_openenv(out / fmt, run_name, envs)
+    write = write_openenv if fmt == "openenv" else write_verifiers
+    return write(out / fmt, run_name, envs)
 
 
 def _write_parquet(folder: Path, rows: list[dict[str, Any]], code: dict[str, str]) -> None:

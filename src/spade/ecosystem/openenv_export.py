@@ -8,12 +8,10 @@ manifest), ``README.md`` and the package ``spade_openenv_<run>/`` — a copy of
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from spade.ecosystem import ExportedEnv, package_name
+from spade.ecosystem import ExportedEnv, copy_package, package_name
 
 TEMPLATE = Path(__file__).resolve().parent / "openenv_pkg"
 
@@ -67,15 +65,8 @@ def write_openenv(out: Path, run_name: str, envs: Sequence[ExportedEnv]) -> Path
     """Write the package into ``out`` (created; must not exist) and return it."""
     pkg = package_name(run_name, "spade_openenv")
     root = Path(out)
-    root.mkdir(parents=True)
-    shutil.copytree(TEMPLATE, root / pkg, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    folder = root / pkg / "envs"
-    folder.mkdir()
-    rows = []
-    for env in envs:
-        (folder / env.file).write_text(env.code, encoding="utf-8")
-        rows.append({"env_id": env.env_id, "file": env.file, "skill": env.skill})
-    (folder / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    copy_package(TEMPLATE, root / pkg, envs)
+    rows = [{"env_id": e.env_id} for e in envs]
     fields = {"pkg": pkg, "dist": pkg.replace("_", "-"), "run": run_name, "n": len(rows)}
     (root / "pyproject.toml").write_text(PYPROJECT.format(**fields), encoding="utf-8")
     (root / "openenv.yaml").write_text(MANIFEST.format(**fields), encoding="utf-8")
