@@ -209,3 +209,20 @@ def test_verifiers_package_loads_with_its_loader_and_scores_a_scripted_episode(
     seat = _ScriptedSeat(["\\boxed{-12345}"] * 20)
     asyncio.run(env.run(task, SimpleNamespace(player=seat)))
     assert seat.trace.rewards == {"spade_return": 0.0}
+
+
+def test_fixed_pool_trains_on_a_verifiers_environment(
+    run: RunDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local verifiers environment is the package exported above; spade's agent plays its tasks."""
+    assert main(["export", str(run.root), "--out", str(tmp_path / "out"), "--format", "verifiers"]) == 0
+    package = tmp_path / "out" / "verifiers"
+    pkg = next(p for p in package.iterdir() if p.is_dir())
+    monkeypatch.syspath_prepend(str(package))
+    check_pool(f"verifiers:{pkg.name}")
+    cfg = tiny_config(tmp_path, "vf", steps=1, mode="fixed_pool", pool=f"verifiers:{pkg.name}")
+    row = train(cfg).read_metrics()[0]
+    assert row["agent/plays"] > 0
+    assert row.get("agent/status/env_error", 0.0) == 0.0
+    with pytest.raises(SetupError, match="does not load"):
+        check_pool("verifiers:no_such_verifiers_module")

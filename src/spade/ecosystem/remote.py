@@ -1,4 +1,5 @@
-"""Training on environments served elsewhere: ``--mode fixed_pool --pool openenv:URL``.
+"""Training on environments served elsewhere: ``--mode fixed_pool --pool openenv:URL`` (or ``verifiers:MODULE``,
+:mod:`spade.ecosystem.verifiers_remote`).
 
 A remote pool is one environment, the server's: :func:`pool_sources` gives it a marker source (valid Python
 naming the server, never executed), and :class:`EcosystemRunner` opens instances of marker sources as
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from spade.ecosystem import verifiers_remote
 from spade.env import StepResult
 from spade.errors import SpadeError
 from spade.sandbox import EnvInstance, EnvMeta, EnvRunner, SandboxError
@@ -36,8 +38,8 @@ class RemoteEnvError(SpadeError):
 
 
 def is_remote(pool: str) -> bool:
-    """Whether ``--pool`` names a remote environment server rather than a folder."""
-    return pool.startswith(PREFIX)
+    """Whether ``--pool`` names a remote environment server or a verifiers module rather than a folder."""
+    return pool.startswith(PREFIX) or verifiers_remote.is_verifiers(pool)
 
 
 def _url(pool: str) -> str:
@@ -48,7 +50,10 @@ def _url(pool: str) -> str:
 
 
 def pool_sources(pool: str) -> list[EnvSource]:
-    """The pool of ``openenv:URL``: one environment whose marker source names the server."""
+    """The pool of ``openenv:URL`` (one environment whose marker source names the server) or of
+    ``verifiers:MODULE`` (one per task, :func:`spade.ecosystem.verifiers_remote.pool_sources`)."""
+    if verifiers_remote.is_verifiers(pool):
+        return verifiers_remote.pool_sources(pool)
     url = _url(pool)
     env_id = "openenv_" + re.sub(r"[^0-9a-zA-Z]+", "_", url.split("://", 1)[1]).strip("_")
     code = (
@@ -59,8 +64,21 @@ def pool_sources(pool: str) -> list[EnvSource]:
 
 
 def check_pool(pool: str) -> None:
-    """Raise :class:`RemoteEnvError` unless the server of ``openenv:URL`` answers its health check."""
+    """Raise :class:`RemoteEnvError` unless the server of ``openenv:URL`` answers its health check (or the
+    module of ``verifiers:MODULE`` loads with at least one task)."""
     import httpx  # noqa: PLC0415 - only remote pools need it
+
+    if verifiers_remote.is_verifiers(pool):
+        module = pool.removeprefix(verifiers_remote.PREFIX)
+        try:
+            tasks = verifiers_remote.load(module)[1]
+        except (ImportError, ValueError, TypeError, AttributeError) as exc:
+            raise RemoteEnvError(
+                f"verifiers environment {module!r} does not load ({exc}): fix --pool"
+            ) from exc
+        if not tasks:
+            raise RemoteEnvError(f"verifiers environment {module!r} has no tasks: fix --pool")
+        return
 
     url = _url(pool).replace("ws://", "http://", 1).replace("wss://", "https://", 1)
     try:
@@ -71,7 +89,7 @@ def check_pool(pool: str) -> None:
         ) from exc
 
 
-def remote_target(source: str) -> dict[str, str] | None:
+def remote_target(source: str) -> dict[str, Any] | None:
     """The server a marker source names (None: an ordinary environment source)."""
     found = _MARKER.search(source)
     return json.loads(found.group(1)) if found and "SPADE_REMOTE" in source[:400] else None
@@ -239,7 +257,7 @@ class EcosystemRunner:
         target = remote_target(source)
         if target is None:
             return self.inner.open(source, filename=filename, max_turns=max_turns)
-        return OpenEnvInstance(target["url"])
+        return _open(target)
 
     async def aopen(
         self, source: str, *, filename: str = "<env>", max_turns: int | None = None
@@ -248,7 +266,7 @@ class EcosystemRunner:
         target = remote_target(source)
         if target is None:
             return await self.inner.aopen(source, filename=filename, max_turns=max_turns)
-        return await asyncio.to_thread(OpenEnvInstance, target["url"])
+        return await asyncio.to_thread(_open, target)
 
     def close(self) -> None:
         """Close the wrapped runner."""
@@ -261,6 +279,12 @@ class EcosystemRunner:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _open(target: dict[str, Any]) -> EnvInstance:
+    if target["kind"] == "verifiers":
+        return verifiers_remote.VerifiersInstance(target["module"], int(target["task"]))
+    return OpenEnvInstance(target["url"])
 
 
 def wrap_runner(pool: str, runner: EnvRunner) -> EnvRunner:
