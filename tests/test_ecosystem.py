@@ -226,3 +226,23 @@ def test_fixed_pool_trains_on_a_verifiers_environment(
     assert row.get("agent/status/env_error", 0.0) == 0.0
     with pytest.raises(SetupError, match="does not load"):
         check_pool("verifiers:no_such_verifiers_module")
+
+
+@pytest.mark.slow
+def test_docs_trl_example_trains_one_grpo_step(run: RunDir, tmp_path: Path) -> None:
+    """The TRL example of docs/ecosystem.md, run as written (one GRPO step of the embedded model, CPU)."""
+    doc = (SRC.parent / "docs" / "ecosystem.md").read_text()
+    example = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, str(script), str(run.root), str(tmp_path / "out")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=480,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "trained 1 GRPO step on" in done.stdout
