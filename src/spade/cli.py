@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, Literal, TextIO
 
 import tyro
 
@@ -133,6 +133,9 @@ class ExportArgs:
     """Also export the seed-library environments the run started from."""
     overwrite: bool = False
     """Replace a non-empty output folder."""
+    format: Literal["pool", "openenv", "verifiers"] = "pool"
+    """'pool': OUT/pool and OUT/dataset; 'openenv': OUT/openenv, an OpenEnv server + client package;
+    'verifiers': OUT/verifiers, a verifiers taskset package (both run every episode in spade's sandbox)."""
 
 
 def _cmd_runs(argv: Sequence[str]) -> int:
@@ -171,10 +174,13 @@ def _cmd_export(argv: Sequence[str]) -> int:
 
     try:
         s = export_run(Path(args.run), Path(args.out) if args.out else None, include_seeds=args.include_seeds,
-                       overwrite=args.overwrite)  # fmt: skip
+                       overwrite=args.overwrite, format=args.format)  # fmt: skip
     except (SpadeError, OSError) as exc:
         print(f"spade export: {exc}", file=sys.stderr)
         return 2
+    if s.package is not None:
+        print(f"Exported {s.environments} environments as the {args.format} package {s.package}")
+        return 0
     print(f"Exported {s.environments} environments: {s.pool} (games/, manifest.jsonl, checksums.sha256) and "
           f"{s.dataset} (Parquet); train on them with `spade train --mode fixed_pool --pool {s.pool}`")  # fmt: skip
     return 0

@@ -19,6 +19,7 @@ from spade.backends.batching import BatchingPolicy
 from spade.checker.novelty import Fingerprints
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
+from spade.ecosystem import remote as ecosystem_remote
 from spade.memory import Memory
 from spade.rundir import RunDir, atomic_write
 from spade.sandbox import EnvRunner, Limits
@@ -126,5 +127,6 @@ def make_components(cfg: TrainConfig, run: RunDir, *, limits: Limits, grounded: 
     sampler = None
     if grounded:
         sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=derive_seed(cfg.seed, "corpus"))
-    with cluster.open_runner(cfg, limits) as runner, Memory.in_run_dir(run.root, cfg.memory) as memory:
+    with cluster.open_runner(cfg, limits) as sandboxed, Memory.in_run_dir(run.root, cfg.memory) as memory:
+        runner = ecosystem_remote.wrap_runner(cfg.pool, sandboxed)  # openenv:URL pools play on the server
         yield Components(run, policy, trainer, runner, memory, sampler, cfg.transcripts)

@@ -11,6 +11,10 @@ Two folders under the output (default ``<run>/export``):
   layout: ``data/train-00000-of-00001.parquet`` and a ``README.md`` card whose ``configs`` point at it, so
   ``datasets.load_dataset("<out>/dataset")`` (or ``load_dataset("parquet", data_files=...)``) reads it; it is
   written with pyarrow, so ``datasets`` need not be installed to export.
+
+``format="openenv"`` writes ``openenv/`` instead: an OpenEnv server and client package
+(:mod:`spade.ecosystem.openenv_export`); ``format="verifiers"`` writes ``verifiers/``, a verifiers taskset
+package (:mod:`spade.ecosystem.verifiers_export`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spade.ecosystem import ExportedEnv, ExportFormat
 from spade.errors import SpadeError
 from spade.memory import FILENAME, EnvRecord, EnvStatus, HistoryPoint, Memory
 from spade.rundir import RunDir
@@ -55,6 +60,8 @@ class ExportSummary:
     pool: Path
     dataset: Path
     environments: int
+    package: Path | None = None
+    """The ecosystem package (``format`` other than ``pool``)."""
 
 
 def _file_name(index: int, record: EnvRecord, setting: str) -> str:
@@ -86,7 +93,12 @@ def _row(record: EnvRecord, history: list[HistoryPoint], file: str, run: str, se
 
 
 def export_run(
-    run_root: Path, out: Path | None = None, *, include_seeds: bool = False, overwrite: bool = False
+    run_root: Path,
+    out: Path | None = None,
+    *,
+    include_seeds: bool = False,
+    overwrite: bool = False,
+    format: ExportFormat = "pool",
 ) -> ExportSummary:
     """Export the valid environments of a run (seed-library ones too with ``include_seeds``)."""
     run = RunDir(Path(run_root))
@@ -109,6 +121,14 @@ def export_run(
         histories = {r.env_id: memory.history(r.env_id) for r in records}
     step = max((int(r["step"]) + 1 for r in run.read_metrics()), default=0)
     setting = cfg.designer.setting
+    if format != "pool":
+        envs = [
+            ExportedEnv(r.env_id, _file_name(i, r, setting), r.skill, r.code)
+            for i, r in enumerate(records, 1)
+        ]
+        return ExportSummary(
+            out, out, out, len(envs), package=_write_package(format, out, run.root.name, envs)
+        )
     rows = []
     pool = out / "pool"
     (pool / "games").mkdir(parents=True)
@@ -127,6 +147,14 @@ def export_run(
         CARD.format(run=run.root.name, n=len(rows), step=step), encoding="utf-8"
     )
     return ExportSummary(out, pool, dataset, len(rows))
+
+
+def _write_package(fmt: ExportFormat, out: Path, run_name: str, envs: list[ExportedEnv]) -> Path:
+    from spade.ecosystem.openenv_export import write_openenv  # noqa: PLC0415 - only these formats need them
+    from spade.ecosystem.verifiers_export import write_verifiers  # noqa: PLC0415
+
+    write = write_openenv if fmt == "openenv" else write_verifiers
+    return write(out / fmt, run_name, envs)
 
 
 def _write_parquet(folder: Path, rows: list[dict[str, Any]], code: dict[str, str]) -> None:

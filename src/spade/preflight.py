@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 
 from spade.config import ConfigError, DesignerConfig, EvalConfig, ModelConfig, TrainConfig
+from spade.ecosystem import remote as ecosystem_remote
 from spade.errors import SpadeError
 from spade.skills import skills_for
 
@@ -125,6 +126,12 @@ def check_runs_dir(run_dir: Path) -> None:
 def check_pool(pool: str) -> None:
     """A pool folder (when one is given) exists and holds environment files."""
     if not pool:
+        return
+    if ecosystem_remote.is_remote(pool):
+        try:
+            ecosystem_remote.check_pool(pool)
+        except ecosystem_remote.RemoteEnvError as exc:
+            raise SetupError(str(exc)) from exc
         return
     folder = Path(pool).expanduser()
     if not folder.is_dir():

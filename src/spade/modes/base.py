@@ -20,6 +20,7 @@ from spade.components import Components
 from spade.config import TrainConfig
 from spade.credit import EnvStats
 from spade.design import DesignOutcome
+from spade.ecosystem import remote as ecosystem_remote
 from spade.memory import FILENAME as MEMORY_FILE
 from spade.memory import EnvStatus, Memory, archive_sources, seed_sources
 from spade.sandbox import Limits
@@ -132,10 +133,13 @@ class Mode(ABC):
 
 def pool_sources(cfg: TrainConfig) -> list[EnvSource]:
     """The warm-start / fixed-pool environments: the seed library (``designer.seeds``, else the seeds of
-    ``designer.skills``), a run's archive, or a folder of files."""
+    ``designer.skills``), a run's archive, a folder of files, or a remote pool (``openenv:URL``,
+    ``verifiers:MODULE``)."""
     if not cfg.pool:
         d = cfg.designer
         return seed_sources(d.setting, d.skills, d.seeds)
+    if ecosystem_remote.is_remote(cfg.pool):
+        return ecosystem_remote.pool_sources(cfg.pool)
     folder = Path(cfg.pool)
     if (folder / MEMORY_FILE).exists():
         return archive_sources(folder)

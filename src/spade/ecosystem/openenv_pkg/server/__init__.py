@@ -1,0 +1,1 @@
+"""The OpenEnv server of the package."""
