@@ -213,7 +213,7 @@ the suite beside two trainings: these tests are about placement, not start-up sp
 def test_two_node_train_plays_on_both_nodes_and_survives_a_killed_worker(
     two_nodes: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import spade.backends  # noqa: PLC0415
+    import spade.components  # noqa: PLC0415
     from spade.train import train  # noqa: PLC0415
 
     local_cfg = scripted_config(tmp_path, "valid", name="local", steps=3)
@@ -229,7 +229,7 @@ def test_two_node_train_plays_on_both_nodes_and_survives_a_killed_worker(
         ),
     )
     wrappers: list[_KillsAWorker] = []
-    real_make_policy = spade.backends.make_policy
+    real_make_policy = spade.components.make_policy
 
     def make_policy(*args: Any, **kw: Any) -> Any:
         wrappers.append(_KillsAWorker(real_make_policy(*args, **kw)))
@@ -239,9 +239,9 @@ def test_two_node_train_plays_on_both_nodes_and_survives_a_killed_worker(
         if line.startswith("step 1: play"):
             wrappers[-1].armed = True
 
-    monkeypatch.setattr(spade.backends, "make_policy", make_policy)
+    monkeypatch.setattr(spade.components, "make_policy", make_policy)
     rows = train(ray_cfg, progress=progress).read_metrics()
-    monkeypatch.setattr(spade.backends, "make_policy", real_make_policy)
+    monkeypatch.setattr(spade.components, "make_policy", real_make_policy)
     expected = train(local_cfg).read_metrics()
 
     per_node = {k.rsplit("/", 1)[1]: v for k, v in rows[0].items() if k.startswith("cluster/instances/")}
