@@ -43,7 +43,7 @@ COMMON = [
 ]  # fmt: skip
 MODES = {
     "selfplay": ["--mode", "selfplay", "--designer.edit-fraction", "0"],
-    "fixed_pool": ["--mode", "fixed_pool"],
+    "fixed_pool": ["--mode", "fixed_pool", "--rollout.no-fill-batch"],  # recorded before the batch was filled
     "procedural": ["--mode", "procedural", "--procedural.tasks", "chain_sum", "products",
                    "--procedural.window", "4", "--procedural.upper", "0.75", "--procedural.lower", "0.25"],
 }  # fmt: skip
@@ -73,3 +73,18 @@ def test_a_scripted_run_gives_the_recorded_metrics(tmp_path: Path, mode: str) ->
         assert sorted(g) == sorted(w), f"step {step}: metric names differ"
         off = {k: (g[k], w[k]) for k in w if not math.isclose(g[k], w[k], rel_tol=1e-5, abs_tol=1e-6)}
         assert off == {}, f"step {step}: (got, recorded) differ"
+
+
+def test_a_fixed_pool_smaller_than_the_batch_fills_it(tmp_path: Path) -> None:
+    """cpu-tiny's pool is one game: with ``rollout.fill_batch`` it gets the plays of the whole batch (2
+    environments × 4 plays), as self-play's step would play, instead of its own 4."""
+    args = [a for a in scripted_args("fixed_pool", tmp_path) if a != "--rollout.no-fill-batch"]
+    assert run_cli(args) == 0
+    rows = [json.loads(line) for line in (tmp_path / "fixed_pool" / "metrics.jsonl").read_text().splitlines()]
+    recorded = [json.loads(line) for line in (FIXTURES / "fixed_pool.jsonl").read_text().splitlines()]
+
+    def first_plays(rows: list[dict[str, float]]) -> list[float]:  # before the constant groups' extra plays
+        return [r["agent/plays"] - r["agent/extra_plays"] for r in rows]
+
+    assert first_plays(recorded) == [4.0, 4.0, 4.0]
+    assert first_plays(rows) == [8.0, 8.0, 8.0]

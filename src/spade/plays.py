@@ -7,6 +7,7 @@ step, env id, index)``, so a resumed step plays the same instances.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 
 from spade import cluster
@@ -28,15 +29,24 @@ async def play(
     """Play ``current``; ``hints``: per new environment, the hint of each hinted seed (None: no play);
     ``levels``: a difficulty level per environment id (procedural mode)."""
     rc = cfg.rollout
+    n_plays = plays_per_env(cfg, len(current))
     jobs = []
     for env_id in current:
-        seeds = episode_seeds(cfg.seed, step, env_id, max(rc.plays_per_env, rc.hint_plays_per_env))
+        seeds = episode_seeds(cfg.seed, step, env_id, max(n_plays, rc.hint_plays_per_env))
         code = c.memory.get(env_id).code
-        plain = paired_jobs(env_id, code, seeds, rc.plays_per_env, hint=None, hint_plays=0)
+        plain = paired_jobs(env_id, code, seeds, n_plays, hint=None, hint_plays=0)
         jobs += [dataclasses.replace(j, difficulty=levels.get(env_id)) for j in plain]
         if env_id in hints:  # hinted arm: one code-only hint for every seed, or one hint per seed
             jobs += [PlayJob(env_id, code, s, h) for s, h in zip(seeds, hints[env_id], strict=False) if h]
     return await run_plays(cfg, c, jobs)
+
+
+def plays_per_env(cfg: TrainConfig, n_envs: int) -> int:
+    """Unhinted plays of each of a step's ``n_envs`` environments (``rollout.fill_batch``)."""
+    rc = cfg.rollout
+    if not rc.fill_batch or n_envs <= 0:
+        return rc.plays_per_env
+    return max(rc.plays_per_env, math.ceil(cfg.designer.envs_per_regen * rc.plays_per_env / n_envs))
 
 
 async def run_plays(cfg: TrainConfig, c: Components, jobs: Sequence[PlayJob]) -> list[Trajectory]:
@@ -55,7 +65,7 @@ async def play_more(
     levels: Mapping[str, int],
 ) -> list[Trajectory]:
     """``rollout.extra_plays`` more unhinted plays of each environment whose unhinted plays all returned the
-    same, on the seeds after the first ``plays_per_env`` (those of its hinted plays, when it has them)."""
+    same, on the seeds after its first unhinted plays (those of its hinted plays, when it has them)."""
     rc = cfg.rollout
     returns: dict[str, set[float]] = {}
     for t in trajectories:
@@ -64,11 +74,10 @@ async def play_more(
     constant = [env_id for env_id, seen in returns.items() if len(seen) == 1]
     if rc.extra_plays <= 0 or not constant:
         return []
+    played = plays_per_env(cfg, len({t.env_id for t in trajectories}))
     jobs = [
         PlayJob(env_id, c.memory.get(env_id).code, seed, difficulty=levels.get(env_id))
         for env_id in constant
-        for seed in episode_seeds(cfg.seed, step, env_id, rc.plays_per_env + rc.extra_plays)[
-            rc.plays_per_env :
-        ]
+        for seed in episode_seeds(cfg.seed, step, env_id, played + rc.extra_plays)[played:]
     ]
     return await run_plays(cfg, c, jobs)

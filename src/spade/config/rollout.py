@@ -17,6 +17,11 @@ class RolloutConfig:
     """Unhinted plays per environment per step (the agent's GRPO group)."""
     hint_plays_per_env: int = 16
     """Hinted plays per new environment; the paired no-hint arm reuses their seeds."""
+    fill_batch: bool = True
+    """When a regeneration has fewer environments than ``designer.envs_per_regen`` (a fixed pool smaller than
+    the batch, or too few valid designs), each gets ``ceil(envs_per_regen * plays_per_env / n)`` unhinted
+    plays instead of ``plays_per_env``, so a step plays as many episodes in every mode (as released:
+    ``trajectories_per_game = ceil(global_batch_size / n_games)``). False: ``plays_per_env`` each."""
     extra_plays: int = 0
     """Unhinted plays added, once, to an environment whose ``plays_per_env`` plays all returned the same: a
     constant group carries no gradient, and with more plays it may not be constant (a bounded form of
