@@ -107,6 +107,13 @@ def test_designer_lines_edit_end_to_end() -> None:
     assert designs[0].parent_id == "countdown"
 
 
+def test_a_window_ending_on_empty_last_lines_is_edited_within_the_code() -> None:
+    # The scripted designer rebuilds code from shown lines, and a shown window may end on blank lines that
+    # splitlines() drops: the edit stays within the code instead of indexing past it.
+    code = "LEVELS = [\n    (3, 12, 12),\n]\n\n"
+    assert mechanical_edit(code, (1, 5), 0) == (2, "(4, 12, 12),")
+
+
 def test_worked_example_is_a_mechanical_edit_of_the_same_lines() -> None:
     source = envs.spec("sokoban").source()
     window = excerpt_window(source, 700)

@@ -124,10 +124,10 @@ def mechanical_edit(code: str, window: tuple[int, int], variant: int) -> tuple[i
     ``variant`` picks which number changes and whether it goes up or down by one (never below 1), so the
     requests of one regeneration show different worked edits.
     """
-    lines = code.splitlines()
+    lines = code.splitlines()  # a window may end on empty last lines, which splitlines drops
     slots = [
         (n, m)
-        for n in range(window[0], window[1] + 1)
+        for n in range(window[0], min(window[1], len(lines)) + 1)
         if _is_tunable(lines[n - 1])
         for m in _NUMBER.finditer(lines[n - 1].split("#", 1)[0])
         if "." not in m.group(0)
