@@ -189,6 +189,16 @@ def test_names_are_checked_against_their_registries(change: dict[str, object], f
         check_names(cfg)
 
 
+def test_a_library_call_of_train_checks_the_names_before_writing(tmp_path: Path) -> None:
+    from scripted_run import tiny_config  # noqa: PLC0415 - a test helper module beside this one
+    from spade.train import train  # noqa: PLC0415 - the loop, needed by this test only
+
+    cfg = tiny_config(tmp_path, designer=DesignerConfig(skills=("juggling",)))
+    with pytest.raises(ConfigError, match="choose from"):
+        train(cfg)
+    assert not (tmp_path / "run").exists()
+
+
 def test_preset_files_hold_todays_values() -> None:
     """Each presets/<name>.toml loads to the values the preset had when it was Python (fixtures/presets)."""
     for name, cfg in PRESETS.items():

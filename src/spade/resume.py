@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from spade import preflight
 from spade.components import Components
 from spade.config import ConfigError, TrainConfig
 from spade.modes import Mode
@@ -28,6 +29,16 @@ class Resumed:
 
     steps: int | None = None
     runtime: Mapping[str, Any] = field(default_factory=dict)
+
+
+def check_start(run: RunDir, cfg: TrainConfig, resume: bool) -> None:
+    """Raise before anything (even the lock file) is written when ``run`` has no config to resume, or when
+    a fresh ``cfg`` names what no registry holds (the CLI checks names as it parses; a library caller's config
+    is checked here)."""
+    if resume:
+        run.load_config()
+    else:
+        preflight.check_names(cfg)
 
 
 def open_run(

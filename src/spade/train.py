@@ -23,7 +23,7 @@ from spade.config import TrainConfig
 from spade.errors import SpadeError
 from spade.evals.intrain import TrainEval
 from spade.modes import Mode, Regeneration
-from spade.resume import Progress, Resumed, fresh, open_run, restore, save_checkpoint
+from spade.resume import Progress, Resumed, check_start, fresh, open_run, restore, save_checkpoint
 from spade.rundir import RunDir
 from spade.scoring import remember, score_agent
 from spade.state import LoopState
@@ -83,8 +83,7 @@ async def _train(
 ) -> RunDir:
     run = RunDir(cfg.run_dir)
     fresh_root = not run.root.exists()
-    if resume:
-        run.load_config()  # raises before anything (even the lock file) is written when there is no run
+    check_start(run, cfg, resume)
     with run.lock() as note:
         if note:
             progress(note)
