@@ -22,7 +22,7 @@ from typing import Any, Self, TypeVar
 from spade.ecosystem import verifiers_remote
 from spade.env import StepResult
 from spade.errors import SpadeError
-from spade.sandbox import EnvInstance, EnvMeta, EnvRunner, SandboxError
+from spade.sandbox import EnvInstance, EnvMeta, EnvRunner, SandboxError, SyncInstance
 from spade.types import EnvSource
 
 PREFIX = "openenv:"
@@ -95,7 +95,7 @@ def remote_target(source: str) -> dict[str, Any] | None:
     return json.loads(found.group(1)) if found and "SPADE_REMOTE" in source[:400] else None
 
 
-class OpenEnvInstance:
+class OpenEnvInstance(SyncInstance):
     """One episode on an OpenEnv server (see :class:`spade.sandbox.EnvInstance`), over OpenEnv's client.
 
     The action goes out as the server's single text field (``message`` for spade's exports, else the one
@@ -202,40 +202,6 @@ class OpenEnvInstance:
         if not self._closed:
             self._closed = True
             self._client.close()
-
-    async def areset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        """Async :meth:`reset`."""
-        return await asyncio.to_thread(self.reset, seed, options)
-
-    async def astep(self, action: str) -> StepResult:
-        """Async :meth:`step`."""
-        return await asyncio.to_thread(self.step, action)
-
-    async def atools(self) -> list[dict[str, Any]]:
-        """Async :meth:`tools`."""
-        return self.tools()
-
-    async def acall_tool(self, name: str, args: dict[str, Any]) -> str:
-        """Async :meth:`call_tool`."""
-        return await asyncio.to_thread(self.call_tool, name, args)
-
-    async def asolution(self) -> list[str] | str:
-        """Async :meth:`solution`."""
-        return self.solution()
-
-    async def aclose(self) -> None:
-        """Async :meth:`close`."""
-        await asyncio.to_thread(self.close)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 class EcosystemRunner:

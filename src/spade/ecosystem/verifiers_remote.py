@@ -21,11 +21,11 @@ import json
 import re
 import threading
 from collections.abc import AsyncIterator, Coroutine
-from types import SimpleNamespace, TracebackType
-from typing import Any, Self, TypeVar
+from types import SimpleNamespace
+from typing import Any, TypeVar
 
 from spade.env import StepResult
-from spade.sandbox import EnvMeta, SandboxError
+from spade.sandbox import EnvMeta, SandboxError, SyncInstance
 from spade.types import EnvSource
 
 PREFIX = "verifiers:"
@@ -114,7 +114,7 @@ class _Seat:
         return _Segment(await self.replies.get(), terminated=False)
 
 
-class VerifiersInstance:
+class VerifiersInstance(SyncInstance):
     """One episode of one verifiers task (see :class:`spade.sandbox.EnvInstance` and the module docstring)."""
 
     def __init__(self, module: str, index: int) -> None:
@@ -202,37 +202,3 @@ class VerifiersInstance:
         self._on_loop(self._cancel())  # lets run's cleanup (closing its own resources) finish
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
-
-    async def areset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        """Async :meth:`reset`."""
-        return await asyncio.to_thread(self.reset, seed, options)
-
-    async def astep(self, action: str) -> StepResult:
-        """Async :meth:`step`."""
-        return await asyncio.to_thread(self.step, action)
-
-    async def atools(self) -> list[dict[str, Any]]:
-        """Async :meth:`tools`."""
-        return []
-
-    async def acall_tool(self, name: str, args: dict[str, Any]) -> str:
-        """Async :meth:`call_tool`."""
-        return self.call_tool(name, args)
-
-    async def asolution(self) -> list[str] | str:
-        """Async :meth:`solution`."""
-        return self.solution()
-
-    async def aclose(self) -> None:
-        """Async :meth:`close`."""
-        await asyncio.to_thread(self.close)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

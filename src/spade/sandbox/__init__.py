@@ -6,7 +6,7 @@ the harness, and every failure is a :class:`SandboxError` with a ``kind``.
 """
 
 from spade.config.sandbox import LayerMode, Limits
-from spade.sandbox.api import LAYER_NAMES, EnvInstance, EnvMeta, EnvRunner
+from spade.sandbox.api import LAYER_NAMES, EnvInstance, EnvMeta, EnvRunner, SyncInstance
 from spade.sandbox.errors import ERROR_KINDS, ErrorKind, SandboxError
 from spade.sandbox.handle import EnvHandle
 from spade.sandbox.harness import Sandbox
@@ -23,4 +23,5 @@ __all__ = [
     "Limits",
     "Sandbox",
     "SandboxError",
+    "SyncInstance",
 ]

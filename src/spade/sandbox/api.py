@@ -7,11 +7,16 @@ interchangeable. Every failure of an instance is a :class:`~spade.sandbox.errors
 
 from __future__ import annotations
 
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, TypeVar, runtime_checkable
 
 from spade.env import StepResult
+
+T = TypeVar("T")
 
 LAYER_NAMES: tuple[str, ...] = (
     "process",
@@ -117,6 +122,71 @@ class EnvInstance(Protocol):
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None: ...
+
+
+class SyncInstance(ABC):
+    """An :class:`EnvInstance` whose work is synchronous: the async methods run the sync ones in a worker
+    thread (or inline, with ``inline``), and the instance closes when its ``with`` block ends."""
+
+    inline: ClassVar[bool] = False
+    """Run the async methods on the event loop itself (work too short to be worth a thread)."""
+
+    @abstractmethod
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]: ...
+
+    @abstractmethod
+    def step(self, action: str) -> StepResult: ...
+
+    @abstractmethod
+    def tools(self) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def call_tool(self, name: str, args: dict[str, Any]) -> str: ...
+
+    @abstractmethod
+    def solution(self) -> list[str] | str: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    async def _in_thread(self, call: Callable[..., T], *args: Any) -> T:
+        return call(*args) if self.inline else await asyncio.to_thread(call, *args)
+
+    async def areset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Async :meth:`reset`."""
+        return await self._in_thread(self.reset, seed, options)
+
+    async def astep(self, action: str) -> StepResult:
+        """Async :meth:`step`."""
+        return await self._in_thread(self.step, action)
+
+    async def atools(self) -> list[dict[str, Any]]:
+        """Async :meth:`tools`."""
+        return await self._in_thread(self.tools)
+
+    async def acall_tool(self, name: str, args: dict[str, Any]) -> str:
+        """Async :meth:`call_tool`."""
+        return await self._in_thread(self.call_tool, name, args)
+
+    async def asolution(self) -> list[str] | str:
+        """Async :meth:`solution`."""
+        return await self._in_thread(self.solution)
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        await self._in_thread(self.close)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 @runtime_checkable

@@ -26,7 +26,7 @@ from spade.env import StepResult, TextEnv, ToolEnv
 from spade.envs.loader import EnvLoadError, load_env_factory
 from spade.envs.official import OfficialEnv
 from spade.sandbox import validate
-from spade.sandbox.api import LAYER_NAMES, EnvMeta
+from spade.sandbox.api import LAYER_NAMES, EnvMeta, SyncInstance
 from spade.sandbox.errors import ErrorKind, SandboxError
 
 T = TypeVar("T")
@@ -70,8 +70,10 @@ def _meta(env: TextEnv) -> EnvMeta:
     )
 
 
-class InProcessInstance:
+class InProcessInstance(SyncInstance):
     """One environment instance living in this process (see the module docstring: no isolation)."""
+
+    inline = True
 
     def __init__(self, env: TextEnv, limits: Limits) -> None:
         self._env = env
@@ -136,40 +138,6 @@ class InProcessInstance:
             self._closed = True
             with contextlib.suppress(SandboxError):  # closing never fails from the caller's point of view
                 _guard("close", "crash", self._env.close)
-
-    async def areset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[str, dict[str, Any]]:
-        """Async :meth:`reset` (runs inline)."""
-        return self.reset(seed, options)
-
-    async def astep(self, action: str) -> StepResult:
-        """Async :meth:`step` (runs inline)."""
-        return self.step(action)
-
-    async def atools(self) -> list[dict[str, Any]]:
-        """Async :meth:`tools` (runs inline)."""
-        return self.tools()
-
-    async def acall_tool(self, name: str, args: dict[str, Any]) -> str:
-        """Async :meth:`call_tool` (runs inline)."""
-        return self.call_tool(name, args)
-
-    async def asolution(self) -> list[str] | str:
-        """Async :meth:`solution` (runs inline)."""
-        return self.solution()
-
-    async def aclose(self) -> None:
-        """Async :meth:`close`."""
-        self.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 class InProcessSandbox:
