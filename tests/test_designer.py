@@ -15,10 +15,10 @@ import pytest
 from spade import prompt_texts, prompts, replies, tool_prompts
 from spade.design import designer
 from spade.design import request as planner
-from spade.design.designer import Design, apply_patch, extract_patched_code
+from spade.design.designer import Design, apply_patch, patched_code
 from spade.envs.loader import load_env_factory
 from spade.prompts import DesignRequest, Exemplar, Negative, build_design_messages
-from spade.replies import Extraction
+from spade.replies import Extraction, patch_blocks
 from spade.skills import GAME_SKILLS, TOOL_SKILLS
 from spade.types import Completion, CorpusDoc, Message, Policy, SamplingParams
 
@@ -514,7 +514,7 @@ def test_patch_replaces_exactly_one_occurrence() -> None:
     reply = (
         "<think>bigger</think>Sure.\n<<<<<<< SEARCH\n    size = 4\n=======\n    size = 6\n>>>>>>> REPLACE\n"
     )
-    code, why = apply_patch(PARENT, reply)
+    code, why = apply_patch(PARENT, patch_blocks(reply))
     assert why == ""
     assert code is not None
     assert "size = 6" in code
@@ -532,24 +532,26 @@ def test_patch_replaces_exactly_one_occurrence() -> None:
     ],
 )
 def test_bad_patches_say_why(reply: str, why: str) -> None:
-    code, reason = apply_patch(PARENT, reply)
+    code, reason = apply_patch(PARENT, patch_blocks(reply))
     assert code is None
     assert why in reason
 
 
 def test_ambiguous_search_is_refused() -> None:
-    code, reason = apply_patch("x = 1\nx = 1\n", "<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE")
+    code, reason = apply_patch(
+        "x = 1\nx = 1\n", patch_blocks("<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE")
+    )
     assert code is None
     assert "found 2 times" in reason
 
 
 def test_patch_edit_falls_back_to_a_complete_module() -> None:
     found = Extraction("class B: pass\n", "ok")
-    assert extract_patched_code("```python\nclass B: pass\n```", PARENT, found) is found
-    failed = extract_patched_code("nothing", PARENT, Extraction(None, "no_code", "no block"))
+    assert patched_code(PARENT, patch_blocks("```python\nclass B: pass\n```"), found) is found
+    failed = patched_code(PARENT, patch_blocks("nothing"), Extraction(None, "no_code", "no block"))
     assert (failed.code, failed.status) == (None, "no_code")
     same = "<<<<<<< SEARCH\n    size = 4\n=======\n    size = 4\n>>>>>>> REPLACE"
-    unchanged = extract_patched_code(same, PARENT, Extraction(None, "no_code", "no block"))
+    unchanged = patched_code(PARENT, patch_blocks(same), Extraction(None, "no_code", "no block"))
     assert (unchanged.code, unchanged.status) == (None, "unchanged")
 
 

@@ -10,7 +10,7 @@ Two ways to sample:
   token stream re-tokenises them and marks itself inexact).
 - :meth:`OpenAIPolicy.chat` for servers without token endpoints (a frozen designer, evaluation):
   ``/v1/chat/completions`` with messages and tool schemas; tool calls come from the server's parsed
-  ``tool_calls`` when it sends them, else from the reply text (:mod:`spade.backends.toolcalls`).
+  ``tool_calls`` when it sends them, else from the reply text (:func:`spade.replies.extract_tool_calls`).
 
 Several servers (a generation fleet, ``base_urls``) share the work (the transport:
 :mod:`spade.backends.openai_transport`): each request goes to the live endpoint with the fewest requests in
