@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from spade import modes
 from spade.config import (
     CPU_TINY,
     PAPER,
@@ -156,8 +157,6 @@ def test_unknown_preset_names_the_known_ones() -> None:
             {"memory": MemoryConfig(enabled=False), "designer": DesignerConfig(edit_fraction=0.5)},
             "set designer.edit_fraction=0",
         ),
-        ({"model": ModelConfig(backend="openai")}, "--model.openai.base-urls"),
-        ({"rollout": RolloutConfig(hint_plays_per_env=0)}, "hint_plays_per_env >= 1"),
         ({"model": ModelConfig(threads=-1)}, "model.threads must be >= 0"),
         ({"play": PlayConfig(demos=-1)}, "play.demos must be >= 0"),
         ({"model": ModelConfig(vllm=VLLMConfig(block_size=24))}, "a multiple of 16"),
@@ -171,6 +170,21 @@ def test_unknown_preset_names_the_known_ones() -> None:
 def test_cross_field_checks_say_how_to_fix(change: dict[str, object], fix: str) -> None:
     with pytest.raises(ConfigError, match=fix):
         dataclasses.replace(PAPER, **change)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "fix"),
+    [
+        ({"model": ModelConfig(backend="openai")}, "--model.openai.base-urls"),
+        ({"rollout": RolloutConfig(hint_plays_per_env=0)}, "hint_plays_per_env >= 1"),
+    ],
+)
+def test_a_mode_checks_the_settings_it_needs(change: dict[str, object], fix: str) -> None:
+    """Self-play's own checks run whenever the registry makes the mode (the CLI, the loop)."""
+    cfg = dataclasses.replace(PAPER, **change)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=fix):
+        modes.make(cfg)
+    modes.make(dataclasses.replace(cfg, mode="fixed_pool"))  # an agent-only mode needs neither
 
 
 @pytest.mark.parametrize(

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from spade import prompts, replies, tool_prompts
+from spade import prompt_texts, prompts, replies, tool_prompts
 from spade.design import designer
 from spade.design import request as planner
-from spade.design.designer import Design, apply_patch, extract_patched_code
+from spade.design.designer import Design, apply_patch, patched_code
 from spade.envs.loader import load_env_factory
 from spade.prompts import DesignRequest, Exemplar, Negative, build_design_messages
-from spade.replies import Extraction
+from spade.replies import Extraction, patch_blocks
 from spade.skills import GAME_SKILLS, TOOL_SKILLS
 from spade.types import Completion, CorpusDoc, Message, Policy, SamplingParams
 
@@ -91,8 +91,8 @@ def test_generate_prompt_has_every_part() -> None:
     assert "Photosynthesis" in text
     assert "w49" in text
     assert "Logical Deduction" in text
-    assert prompts.SKILL_DESCRIPTIONS["logical_deduction"] in text
-    assert prompts.DIFFICULTY_RULES["medium"] in text
+    assert prompt_texts.SKILL_DESCRIPTIONS["logical_deduction"] in text
+    assert prompt_texts.DIFFICULTY_RULES["medium"] in text
     contract = (
         "subclasses TextEnv", "ENV = ClassName", "_reset(self, options)", "self.rng", "self.end_turn",
         "solution(self)", "max_turns", "Import only the standard library", 'skill = "logical_deduction"',
@@ -191,7 +191,7 @@ def test_prompts_never_name_benchmarks(skill: str, mode: str) -> None:
 
 def test_tool_use_prompt_states_the_tool_contract() -> None:
     msgs = build_design_messages(request("data_retrieval"))
-    assert msgs[0]["content"] == prompts.SYSTEM_TOOLS
+    assert msgs[0]["content"] == prompt_texts.SYSTEM_TOOLS
     text = user_text(msgs)
     for part in ("subclasses ToolEnv", "function_schema", "tool_<name>", "check_answer", "tool_call_action",
                  "answer_action", "domain from the reference document", "Data Retrieval"):  # fmt: skip
@@ -200,7 +200,7 @@ def test_tool_use_prompt_states_the_tool_contract() -> None:
 
 
 def test_every_skill_has_a_description() -> None:
-    assert set(prompts.SKILL_DESCRIPTIONS) == set(GAME_SKILLS) | set(TOOL_SKILLS)
+    assert set(prompt_texts.SKILL_DESCRIPTIONS) == set(GAME_SKILLS) | set(TOOL_SKILLS)
 
 
 def test_edit_prompt_shows_the_full_parent_and_asks_for_the_whole_file() -> None:
@@ -514,7 +514,7 @@ def test_patch_replaces_exactly_one_occurrence() -> None:
     reply = (
         "<think>bigger</think>Sure.\n<<<<<<< SEARCH\n    size = 4\n=======\n    size = 6\n>>>>>>> REPLACE\n"
     )
-    code, why = apply_patch(PARENT, reply)
+    code, why = apply_patch(PARENT, patch_blocks(reply))
     assert why == ""
     assert code is not None
     assert "size = 6" in code
@@ -532,24 +532,26 @@ def test_patch_replaces_exactly_one_occurrence() -> None:
     ],
 )
 def test_bad_patches_say_why(reply: str, why: str) -> None:
-    code, reason = apply_patch(PARENT, reply)
+    code, reason = apply_patch(PARENT, patch_blocks(reply))
     assert code is None
     assert why in reason
 
 
 def test_ambiguous_search_is_refused() -> None:
-    code, reason = apply_patch("x = 1\nx = 1\n", "<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE")
+    code, reason = apply_patch(
+        "x = 1\nx = 1\n", patch_blocks("<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE")
+    )
     assert code is None
     assert "found 2 times" in reason
 
 
 def test_patch_edit_falls_back_to_a_complete_module() -> None:
     found = Extraction("class B: pass\n", "ok")
-    assert extract_patched_code("```python\nclass B: pass\n```", PARENT, found) is found
-    failed = extract_patched_code("nothing", PARENT, Extraction(None, "no_code", "no block"))
+    assert patched_code(PARENT, patch_blocks("```python\nclass B: pass\n```"), found) is found
+    failed = patched_code(PARENT, patch_blocks("nothing"), Extraction(None, "no_code", "no block"))
     assert (failed.code, failed.status) == (None, "no_code")
     same = "<<<<<<< SEARCH\n    size = 4\n=======\n    size = 4\n>>>>>>> REPLACE"
-    unchanged = extract_patched_code(same, PARENT, Extraction(None, "no_code", "no block"))
+    unchanged = patched_code(PARENT, patch_blocks(same), Extraction(None, "no_code", "no block"))
     assert (unchanged.code, unchanged.status) == (None, "unchanged")
 
 
@@ -673,8 +675,8 @@ def test_multi_turn_tool_environments_pass_the_checker(source: str) -> None:
 
 
 def test_tool_use_review_is_the_solvability_audit() -> None:
-    assert prompts.review_system("games") == prompts.REVIEW_SYSTEM
-    audit = " ".join(prompts.review_system("tool_use").split())
+    assert prompt_texts.review_system("games") == prompt_texts.REVIEW_SYSTEM
+    audit = " ".join(prompt_texts.review_system("tool_use").split())
     assert "Do not reject for difficulty" in audit
     assert "criterion" in audit
     assert audit.endswith("\\boxed{ACCEPT} or \\boxed{REJECT}.")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from spade import envs, prompts
+from spade import envs, prompt_texts
 from spade.config import PAPER, RolloutConfig
 from spade.design import hints
 from spade.design.hints import HintRequest
@@ -27,7 +27,7 @@ OBS = "Guess the secret number from 1 to 9. Valid actions: a number, or 'up' / '
 def test_hint_prompt_shows_code_and_first_observation() -> None:
     msgs = hints.build_hint_messages(CODE, OBS, "games", max_words=42)
     assert [m["role"] for m in msgs] == ["system", "user"]
-    assert msgs[0]["content"] == prompts.HINT_SYSTEM_GAMES.format(max_words=42)
+    assert msgs[0]["content"] == prompt_texts.HINT_SYSTEM_GAMES.format(max_words=42)
     assert "at most 42 words" in msgs[0]["content"]
     assert "Never state the answer" in msgs[0]["content"]
     assert CODE.rstrip() in msgs[1]["content"]
@@ -241,12 +241,12 @@ def test_leak_filter_over_the_seed_library(name: str) -> None:
 
 def test_code_only_hint_prompt_shows_no_instance() -> None:
     msgs = hints.build_hint_messages(CODE, None, "games", max_words=42)
-    assert msgs[0]["content"] == prompts.HINT_SYSTEM_GAMES_CODE.format(max_words=42)
+    assert msgs[0]["content"] == prompt_texts.HINT_SYSTEM_GAMES_CODE.format(max_words=42)
     assert "every instance" in " ".join(msgs[0]["content"].split())
     assert CODE.rstrip() in msgs[1]["content"]
     assert "First observation" not in msgs[1]["content"]
     tool = hints.build_hint_messages(CODE, None, "tool_use")
-    assert tool[0]["content"] == prompts.HINT_SYSTEM_TOOLS_CODE.format(max_words=80)
+    assert tool[0]["content"] == prompt_texts.HINT_SYSTEM_TOOLS_CODE.format(max_words=80)
     assert "value-free plan" in tool[0]["content"]
     assert "every instance" in " ".join(tool[0]["content"].split())
 

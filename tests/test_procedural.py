@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from spade import procedural
+from spade import modes, procedural
 from spade.backends import scripted
 from spade.config import ConfigError, ModelConfig, PlayConfig, ProceduralConfig, RolloutConfig, TrainConfig
 from spade.config import DesignerConfig as Designer
 from spade.demos import demos_by_env
 from spade.modes.procedural import TaskLevel, observe, outcomes, update
-from spade.preflight import check_names
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
 from spade.state import LoopState
@@ -198,8 +197,8 @@ def test_spade_play_plays_a_task_in_the_sandbox_at_a_level() -> None:
 
 def test_an_unknown_task_is_a_config_error_with_close_matches() -> None:
     with pytest.raises(ConfigError, match="'chain_summ' is not a Reasoning-Gym task; did you mean chain_sum"):
-        check_names(TrainConfig(mode="procedural", procedural=ProceduralConfig(tasks=("chain_summ",))))
-    check_names(TrainConfig(procedural=ProceduralConfig(tasks=("chain_summ",))))  # only in procedural mode
+        modes.make(TrainConfig(mode="procedural", procedural=ProceduralConfig(tasks=("chain_summ",))))
+    modes.make(TrainConfig(procedural=ProceduralConfig(tasks=("chain_summ",))))  # only in procedural mode
 
 
 @pytest.mark.parametrize(
@@ -207,13 +206,13 @@ def test_an_unknown_task_is_a_config_error_with_close_matches() -> None:
 )
 def test_bad_controller_settings_are_config_errors(over: dict[str, object]) -> None:
     with pytest.raises(ConfigError, match="procedural"):
-        TrainConfig(mode="procedural", procedural=ProceduralConfig(**over))  # type: ignore[arg-type]
+        modes.make(TrainConfig(mode="procedural", procedural=ProceduralConfig(**over)))  # type: ignore[arg-type]
 
 
 def test_a_missing_reasoning_gym_says_to_install_the_eval_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "reasoning_gym.factory", None)
     with pytest.raises(ConfigError, match=r"install the eval extra, pip install -e '\.\[eval\]'"):
-        check_names(TrainConfig(mode="procedural"))
+        modes.make(TrainConfig(mode="procedural"))
 
 
 def test_bad_task_name_on_the_command_line_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spade.backends.toolcalls import extract_tool_calls, parse_tool_calls
+from spade.replies import extract_tool_calls, parse_tool_calls
 from spade.types import ToolCall
 
 TOOLS = [

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from spade.backends.embedded import resolve_model
-from spade.backends.vllm_engine import _PROCESSES_VAR, VLLMPolicy
+from spade.backends.vllm_engine import VLLMPolicy
+from spade.backends.vllm_start import PROCESSES_VAR
 from spade.resources import _status_kib, process_tree
 from spade.types import SamplingParams
 
@@ -48,7 +49,7 @@ def test_the_engine_runs_in_this_process_and_leaves_its_settings(tmp_path: Path)
     base_dir = resolve_model("embedded")
     before = _engine_processes()
     threads, set_threads = torch.get_num_threads(), torch.set_num_threads
-    assert _PROCESSES_VAR not in os.environ
+    assert PROCESSES_VAR not in os.environ
     engine = VLLMPolicy(
         base_dir,
         max_context=512,
@@ -61,7 +62,7 @@ def test_the_engine_runs_in_this_process_and_leaves_its_settings(tmp_path: Path)
     try:
         assert _engine_processes() <= before  # no new EngineCore or Worker (an earlier one may be exiting)
         assert (torch.get_num_threads(), torch.set_num_threads) == (threads, set_threads)
-        assert _PROCESSES_VAR not in os.environ
+        assert PROCESSES_VAR not in os.environ
         assert not vllm.envs._is_envs_cache_enabled()
         p = engine.template.render(
             [{"role": "user", "content": "Name a colour."}], add_generation_prompt=True

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from spade.backends.template import TokenStream, TurnTemplate
-from spade.backends.toolcalls import parse_tool_calls
 from spade.config import PlayConfig
 from spade.demos import Demo, demo_messages, next_game_intro
-from spade.replies import has_answer, last_boxed, parse_action, strip_reasoning
+from spade.replies import has_answer, last_boxed, parse_action, parse_tool_calls, strip_reasoning
 from spade.rewards import episode_return, is_success, with_format_reward
 from spade.sandbox import EnvInstance, SandboxError
 from spade.types import (

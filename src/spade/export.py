@@ -129,13 +129,26 @@ def export_run(
         return ExportSummary(
             out, out, out, len(envs), package=_write_package(format, out, run.root.name, envs)
         )
+    return _write_pool(out, records, histories, run_name=run.root.name, setting=setting, step=step)
+
+
+def _write_pool(
+    out: Path,
+    records: list[EnvRecord],
+    histories: dict[str, list[HistoryPoint]],
+    *,
+    run_name: str,
+    setting: str,
+    step: int,
+) -> ExportSummary:
+    """The ``pool`` format: the files with a manifest and checksums, and the dataset with its card."""
     rows = []
     pool = out / "pool"
     (pool / "games").mkdir(parents=True)
     for i, record in enumerate(records, start=1):
         name = _file_name(i, record, setting)
         (pool / "games" / name).write_text(record.code, encoding="utf-8")
-        rows.append(_row(record, histories[record.env_id], name, run.root.name, setting))
+        rows.append(_row(record, histories[record.env_id], name, run_name, setting))
     manifest = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
     (pool / "manifest.jsonl").write_text(manifest, encoding="utf-8")
     sums = [(r["sha256"], r["file"]) for r in rows]
@@ -143,9 +156,7 @@ def export_run(
     (pool / "checksums.sha256").write_text("".join(f"{h}  {f}\n" for h, f in sums), encoding="utf-8")
     dataset = out / "dataset"
     _write_parquet(dataset, rows, {r.env_id: r.code for r in records})
-    (dataset / "README.md").write_text(
-        CARD.format(run=run.root.name, n=len(rows), step=step), encoding="utf-8"
-    )
+    (dataset / "README.md").write_text(CARD.format(run=run_name, n=len(rows), step=step), encoding="utf-8")
     return ExportSummary(out, pool, dataset, len(rows))
 
 

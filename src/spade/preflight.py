@@ -53,8 +53,8 @@ def check_setup(cfg: TrainConfig, *, fresh: bool, mode_checks: Callable[[TrainCo
 
 
 def check_names(cfg: TrainConfig) -> None:
-    """Every name ``cfg`` gives is in its registry: seed games and seeds, skills, the backend, eval suites
-    and, in procedural mode, the Reasoning-Gym tasks.
+    """Every name ``cfg`` gives is in its registry: seed games and seeds, skills, the backend and eval suites
+    (a mode checks its own names, e.g. procedural mode's Reasoning-Gym tasks: :meth:`spade.modes.Mode.check_config`).
 
     Raises:
         ConfigError: the first unknown name, with the known ones.
@@ -63,11 +63,6 @@ def check_names(cfg: TrainConfig) -> None:
     _check_skills(cfg.designer)
     _check_backend(cfg.model)
     _check_suites(cfg.eval)
-    if cfg.mode == "procedural":
-        from spade.procedural import task_problem  # noqa: PLC0415 - imports reasoning_gym only in this mode
-
-        problem = task_problem(cfg.procedural.tasks)
-        _require(not problem, problem)
 
 
 def _require(ok: bool, message: str) -> None:

@@ -1,11 +1,14 @@
-"""Every model reply turned into a structured value: agent actions, environment code, edits, hints, verdicts.
+"""Every model reply turned into a structured value: agent actions, tool calls, environment code, edits, hints,
+verdicts.
 
 A reply's reasoning block is dropped first (:func:`strip_reasoning`); then, by purpose: the action an
 environment receives (:func:`parse_action`, the ``\\boxed{}`` rules), the environment code of a design
 (:func:`extract_code`, :func:`extract_design_code`), the SEARCH/REPLACE blocks and ``N: text`` lines of an edit
 (:func:`patch_blocks`, :func:`parse_line_edits`), the text of a hint (:func:`hint_text`) and a review's
-verdict (:func:`review_verdict`). The actions an environment's ``solution()`` writes are read with the same
-rules (:func:`tagged_actions`, :func:`all_boxed`, :func:`prose_actions`, :func:`normalised_answer`).
+verdict (:func:`review_verdict`), the ``<tool_call>`` blocks of a tool-use reply (:func:`extract_tool_calls`;
+each block's JSON or XML form is decoded by :mod:`spade.backends.toolcalls`). The actions an environment's
+``solution()`` writes are read with the same rules (:func:`tagged_actions`, :func:`all_boxed`,
+:func:`prose_actions`, :func:`normalised_answer`).
 Environment sandboxes preload this module, so it imports nothing heavy.
 """
 
@@ -14,12 +17,14 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from spade.backends.toolcalls import CLOSE, OPEN, decode_block, schemas_by_name
 from spade.config.types import ActionMode
 from spade.pyast import parse_expression, parse_module
-from spade.types import FinishReason
+from spade.types import FinishReason, ToolCall, ToolSchema
 
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
@@ -374,3 +379,58 @@ def _json_hint(body: str) -> str:
 def review_verdict(text: str) -> str | None:
     """A review's verdict: the last ``\\boxed{}`` after the reasoning (None when there is none)."""
     return last_boxed(strip_reasoning(text))
+
+
+# -- tool calls ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallParse:
+    """What a reply's tool-call blocks held."""
+
+    calls: tuple[ToolCall, ...]
+    """Calls read in order of appearance."""
+    errors: tuple[str, ...]
+    """One message per malformed block or call, saying what is wrong and what the right form is."""
+    content: str
+    """The reply with every tool-call block (well-formed or not) removed, stripped."""
+
+
+def extract_tool_calls(text: str, tools: Sequence[ToolSchema] | None = None) -> ToolCallParse:
+    """All ``<tool_call>`` blocks of ``text``, parsed.
+
+    Args:
+        text: a model reply (reasoning already stripped, or not: blocks are found anywhere).
+        tools: the tool schemas offered to the model; when given, calls to other names are errors and XML
+            parameter values are converted by their declared types.
+
+    Returns:
+        The calls, the problems and the remaining content.
+    """
+    schemas = schemas_by_name(tools)
+    calls: list[ToolCall] = []
+    errors: list[str] = []
+    pieces: list[str] = []
+    pos = 0
+    while (start := text.find(OPEN, pos)) >= 0:
+        pieces.append(text[pos:start])
+        body_start = start + len(OPEN)
+        end = text.find(CLOSE, body_start)
+        if end < 0:
+            errors.append(
+                f"unterminated tool call (no {CLOSE}): close every call as {OPEN}...{CLOSE}; "
+                "the reply may have been cut at the token budget"
+            )
+            pos = len(text)
+            break
+        found, problems = decode_block(text[body_start:end], schemas)
+        calls.extend(found)
+        errors.extend(problems)
+        pos = end + len(CLOSE)
+    pieces.append(text[pos:])
+    return ToolCallParse(tuple(calls), tuple(errors), "".join(pieces).strip())
+
+
+def parse_tool_calls(text: str, tools: Sequence[ToolSchema] | None = None) -> list[ToolCall]:
+    """The well-formed tool calls of ``text``, malformed blocks skipped (see :func:`extract_tool_calls`)."""
+    return list(extract_tool_calls(text, tools).calls)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from spade.errors import SpadeError
+from spade.modes.registry import label
 from spade.rundir import RunDir, lock_state
 
 RunStatus = Literal["running", "finished", "failed", "stopped", "unreadable"]
@@ -79,7 +80,7 @@ def run_info(root: Path, now: float | None = None) -> RunInfo:
         status = "failed"
     else:  # without a lock file (a run from before locks) recent activity means it is still going
         status = "running" if lock == "absent" and age < stale else "stopped"
-    return RunInfo(run.root.name, run.root, status, done, cfg.steps, cfg.mode, age, pid, _last_values(rows))
+    return RunInfo(run.root.name, run.root, status, done, cfg.steps, label(cfg), age, pid, _last_values(rows))
 
 
 def list_runs(runs_dir: Path) -> list[RunInfo]:

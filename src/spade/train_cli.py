@@ -207,7 +207,7 @@ def run_cli(argv: Sequence[str]) -> int:
         code, after = _failure(exc, run_dir)
         print(f"spade train: {exc}{after}", file=sys.stderr)
         return code
-    _report(run, cfg.mode)
+    _report(run, modes.label(cfg))
     return 0
 
 

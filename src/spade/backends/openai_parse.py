@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from spade.backends.toolcalls import extract_tool_calls
 from spade.errors import SpadeError
+from spade.replies import extract_tool_calls
 from spade.types import Completion, FinishReason, ToolCall, ToolSchema
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "stop", "eos": "stop"}

@@ -10,13 +10,14 @@ Two ways to sample:
   token stream re-tokenises them and marks itself inexact).
 - :meth:`OpenAIPolicy.chat` for servers without token endpoints (a frozen designer, evaluation):
   ``/v1/chat/completions`` with messages and tool schemas; tool calls come from the server's parsed
-  ``tool_calls`` when it sends them, else from the reply text (:mod:`spade.backends.toolcalls`).
+  ``tool_calls`` when it sends them, else from the reply text (:func:`spade.replies.extract_tool_calls`).
 
-Several servers (a generation fleet, ``base_urls``) share the work: each request goes to the live endpoint
-with the fewest requests in flight (:mod:`spade.backends.fleet`). A connection failure or a timeout marks
-the endpoint down and the request moves at once to another live one (a *failover*, which spends no retry);
-a down endpoint is probed again every ``reprobe_s`` seconds and, once it answers, brought to the current
-weights before it takes requests. Counters are in :meth:`OpenAIPolicy.metrics` (``fleet/...``).
+Several servers (a generation fleet, ``base_urls``) share the work (the transport:
+:mod:`spade.backends.openai_transport`): each request goes to the live endpoint with the fewest requests in
+flight (:mod:`spade.backends.fleet`). A connection failure or a timeout marks the endpoint down and the
+request moves at once to another live one (a *failover*, which spends no retry); a down endpoint is probed
+again every ``reprobe_s`` seconds and, once it answers, brought to the current weights before it takes
+requests. Counters are in :meth:`OpenAIPolicy.metrics` (``fleet/...``).
 
 Failure is data: a request that cannot be completed yields a completion with ``finish_reason="error"`` and
 a message, never a raise and never a hang. Each attempt has a hard deadline (``timeout_s``); connection
@@ -40,15 +41,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import random
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from spade.backends.fleet import Endpoint, Fleet, Weights
 from spade.backends.openai_parse import (
     ChatReply,
     RequestFailedError,
@@ -56,28 +52,16 @@ from spade.backends.openai_parse import (
     completion_from_choice,
     failed,
     first_choice,
-    json_answer,
-    server_message,
 )
-from spade.backends.weight_sync import sync_endpoint, weights_at
+from spade.backends.openai_transport import FleetTransport, ModelServerDownError
+from spade.backends.weight_sync import weights_at
 from spade.config import ModelConfig
-from spade.errors import SpadeError
 from spade.types import ChatTemplate, Completion, Message, SamplingParams, ToolSchema
-
-RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 __all__ = ["ChatReply", "ModelServerDownError", "OpenAIPolicy", "RequestFailedError"]
 
 
-class ModelServerDownError(SpadeError):
-    """The server failed every request for ``outage_s`` seconds: an outage, not a bad request.
-
-    Raised (not returned as an error completion) so that a run stops resumably instead of spending its
-    steps on errors.
-    """
-
-
-class OpenAIPolicy:
+class OpenAIPolicy(FleetTransport):
     """:class:`~spade.types.Policy` over one or more OpenAI-compatible HTTP servers (see module docstring).
 
     Args:
@@ -118,31 +102,22 @@ class OpenAIPolicy:
         outage_s: float = 0.0,
         reprobe_s: float = 15.0,
     ) -> None:
-        urls = [base_url] if isinstance(base_url, str) else list(base_url)
-        bad = [u for u in urls if not u.startswith(("http://", "https://"))]
-        if bad or not urls:
-            raise ValueError(
-                f"base_url must be http(s) URLs such as http://127.0.0.1:8000/v1 (got {bad or urls})"
-            )
-        self.fleet = Fleet(urls, reprobe_s=reprobe_s)
-        self.base_url = self.fleet.endpoints[0].url
+        super().__init__(
+            base_url,
+            model=model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_concurrency=max_concurrency,
+            retries=retries,
+            backoff_s=backoff_s,
+            backoff_max_s=backoff_max_s,
+            seed=seed,
+            outage_s=outage_s,
+            reprobe_s=reprobe_s,
+        )
         self._template = template
-        self.model = model
-        self.api_key = api_key
-        self.timeout_s = timeout_s
-        self.max_concurrency = max_concurrency
-        self.retries = retries
-        self.backoff_s = backoff_s
-        self.backoff_max_s = backoff_max_s
         self.token_ids = token_ids
         self.max_context = max_context
-        self._rng = random.Random(seed)
-        self.outage_s = outage_s
-        self._down_since: float | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: httpx.AsyncClient | None = None
-        self._slots: asyncio.Semaphore | None = None
-        self._weights = Weights("base")
         self._base_model = model
 
     @classmethod
@@ -257,12 +232,6 @@ class OpenAIPolicy:
         """Fleet counters (``fleet/requests/<i>``, ``fleet/failovers``, ``fleet/endpoints_up``...)."""
         return self.fleet.metrics()
 
-    async def aclose(self) -> None:
-        """Close the HTTP connection pool of the current event loop."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
-
     # -- completions -----------------------------------------------------------------------------------------
 
     async def _sample_one(self, prompt: Sequence[int], params: SamplingParams, seed: int) -> Completion:
@@ -333,142 +302,3 @@ class OpenAIPolicy:
         if params.seed is not None:  # distinct per prompt: equal prompts in a group must differ
             return [(params.seed * 1_000_003 + i) % 2**31 for i in range(n)]
         return [self._rng.getrandbits(31) for _ in range(n)]
-
-    # -- transport -------------------------------------------------------------------------------------------
-
-    async def _post(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        """POST to the least-loaded live endpoint, with failover, retries and deadlines.
-
-        Returns:
-            The JSON answer and the weight version of the endpoint that gave it.
-
-        Raises:
-            RequestFailedError: the request failed for good. ModelServerDownError: an outage (``outage_s``).
-        """
-        client, slots = self._session()
-        payload = {"model": self.model or await self._served_model(client), **body}
-        last, attempt, failovers, backoff = "no attempt made", -1, 0, False
-        while (attempt := attempt + 1) <= self.retries or self._outage_goes_on():
-            if backoff:
-                await asyncio.sleep(self._backoff(attempt))
-            backoff = True
-            async with slots:
-                endpoint = await self._endpoint(client)
-                if endpoint is None:
-                    last = f"every endpoint is down ({self._down_reasons()})"
-                    continue
-                response, last, dead = await self._attempt(client, endpoint, path, payload)
-            if response is not None:
-                self._down_since = None
-                return json_answer(response, path), endpoint.version
-            if dead:
-                self.fleet.mark_down(endpoint)
-                if self.fleet.any_up() and failovers < len(self.fleet.endpoints):
-                    failovers += 1  # another live endpoint takes it now: no backoff, no retry spent
-                    self.fleet.failovers += 1
-                    attempt, backoff = attempt - 1, False
-        if self.outage_s > 0:
-            raise ModelServerDownError(
-                f"every model server ({', '.join(e.url for e in self.fleet.endpoints)}) failed every request "
-                f"for {self.outage_s:g} s (model.openai.outage_s; last: {last})"
-            )
-        raise RequestFailedError(f"{path} failed after {attempt} attempts: {last}")
-
-    async def _attempt(
-        self, client: httpx.AsyncClient, endpoint: Endpoint, path: str, payload: dict[str, Any]
-    ) -> tuple[httpx.Response | None, str, bool]:
-        """One POST: (the answer or None, why it failed, whether the endpoint looks dead)."""
-        endpoint.in_flight += 1
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await client.post(endpoint.url + path, json=payload)
-        except TimeoutError:
-            endpoint.last_error = f"{endpoint.url}: no answer within {self.timeout_s:g} s (request_timeout_s)"
-            return None, endpoint.last_error, True
-        except httpx.TransportError as exc:
-            endpoint.last_error = f"{endpoint.url}: {type(exc).__name__}: {exc or 'connection failed'}"
-            return None, endpoint.last_error, True
-        finally:
-            endpoint.in_flight -= 1
-        if response.status_code in RETRY_STATUS:
-            return None, f"{endpoint.url}: HTTP {response.status_code}: {server_message(response)}", False
-        endpoint.served += 1
-        return response, "", False
-
-    async def _endpoint(self, client: httpx.AsyncClient) -> Endpoint | None:
-        """The live endpoint to use, after probing the down ones that are due (all of them when none is up)."""
-        for endpoint in self.fleet.due(all_down=not self.fleet.any_up()):
-            await self._probe(client, endpoint)
-        return self.fleet.pick()
-
-    async def _probe(self, client: httpx.AsyncClient, endpoint: Endpoint) -> None:
-        """GET /models on a down endpoint; if it answers, bring it to the current weights and mark it up."""
-        endpoint.probing = True
-        self.fleet.probes += 1
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await client.get(endpoint.url + "/models")
-            listed = {str(m.get("id")) for m in json_answer(response, "/models").get("data") or []}
-            await asyncio.to_thread(self._sync, endpoint, listed)
-        except (TimeoutError, httpx.TransportError, RequestFailedError) as exc:
-            endpoint.last_error = f"{endpoint.url}: {type(exc).__name__}: {exc or 'no answer'}"
-            self.fleet.mark_down(endpoint)
-        else:
-            self.fleet.mark_up(endpoint)
-        finally:
-            endpoint.probing = False
-
-    def _down_reasons(self) -> str:
-        return "; ".join(e.last_error or f"{e.url}: being probed" for e in self.fleet.endpoints)
-
-    def _outage_goes_on(self) -> bool:
-        """After a request's own retries: keep retrying while the outage is younger than ``outage_s``."""
-        if self.outage_s <= 0:
-            return False
-        now = time.monotonic()
-        if self._down_since is None:
-            self._down_since = now
-        return now - self._down_since < self.outage_s
-
-    async def _served_model(self, client: httpx.AsyncClient) -> str:
-        """The first model the first answering endpoint lists."""
-        errors = []
-        for endpoint in self.fleet.endpoints:
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    response = await client.get(endpoint.url + "/models")
-            except (TimeoutError, httpx.TransportError) as exc:
-                errors.append(f"{endpoint.url}/models: {type(exc).__name__}: {exc}")
-                continue
-            models = json_answer(response, "/models").get("data") or []
-            if not models or not isinstance(models[0], dict) or "id" not in models[0]:
-                raise RequestFailedError(
-                    f"{endpoint.url}/models lists no model; set model.openai.served_model"
-                )
-            self.model = str(models[0]["id"])
-            return self.model
-        raise RequestFailedError(
-            f"cannot list models ({'; '.join(errors)}); is the server up? (or set model.openai.served_model "
-            "to skip the lookup)"
-        )
-
-    def _session(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
-        """The connection pool and concurrency slots of the running loop (one pair per event loop)."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._slots is None or self._loop is not loop:
-            slots = self.max_concurrency * len(self.fleet.endpoints)
-            self._loop = loop
-            self._client = httpx.AsyncClient(
-                headers={"Authorization": f"Bearer {self.api_key}"},
-                timeout=httpx.Timeout(self.timeout_s),
-                limits=httpx.Limits(max_connections=slots),
-            )
-            self._slots = asyncio.Semaphore(slots)
-        return self._client, self._slots
-
-    def _backoff(self, attempt: int) -> float:
-        delay = min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))
-        return float(delay * (0.5 + 0.5 * self._rng.random()))
-
-    def _sync(self, endpoint: Endpoint, listed: set[str] | None) -> None:
-        sync_endpoint(endpoint, self._weights, listed, api_key=self.api_key, timeout_s=self.timeout_s)

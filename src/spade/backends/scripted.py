@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from spade import procedural, prompts
+from spade import procedural, prompt_texts
 from spade.backends.scripted_lines import line_edit_reply
 from spade.design.edits import LINES_SYSTEM
 from spade.pyast import parse_expression
@@ -40,15 +40,15 @@ if TYPE_CHECKING:
 
 Behaviour = Literal["valid", "broken", "hostile", "mixed"]
 
-_DESIGN_MARKERS = (prompts.SYSTEM_GAMES[:60], prompts.SYSTEM_TOOLS[:60])
-_REVIEW_MARKERS = (prompts.REVIEW_SYSTEM[:50], prompts.REVIEW_SYSTEM_TOOLS[:50])
+_DESIGN_MARKERS = (prompt_texts.SYSTEM_GAMES[:60], prompt_texts.SYSTEM_TOOLS[:60])
+_REVIEW_MARKERS = (prompt_texts.REVIEW_SYSTEM[:50], prompt_texts.REVIEW_SYSTEM_TOOLS[:50])
 _HINT_MARKERS = tuple(
     t[:40]
     for t in (
-        prompts.HINT_SYSTEM_GAMES,
-        prompts.HINT_SYSTEM_TOOLS,
-        prompts.HINT_SYSTEM_GAMES_CODE,
-        prompts.HINT_SYSTEM_TOOLS_CODE,
+        prompt_texts.HINT_SYSTEM_GAMES,
+        prompt_texts.HINT_SYSTEM_TOOLS,
+        prompt_texts.HINT_SYSTEM_GAMES_CODE,
+        prompt_texts.HINT_SYSTEM_TOOLS_CODE,
     )
 )
 _SKILL = re.compile(r"TARGET SKILL: [^(]*\(`([a-z_]+)`\)")

@@ -20,9 +20,9 @@ XML parameter values are text. With the tool schemas at hand a value is converte
 as JSON when it parses and kept as text otherwise. One newline right after the opening tag and right before
 the closing tag is layout and is dropped.
 
-Malformed blocks never raise: :func:`extract_tool_calls` returns the calls it could read and one message per
-block it could not (unterminated, invalid JSON, missing name, unknown tool, ...), so a caller can show the
-model what was wrong.
+:func:`decode_block` reads the body of one block; :func:`spade.replies.extract_tool_calls` finds the blocks of a
+reply. Malformed blocks never raise: each gives one message (invalid JSON, missing name, unknown tool, ...),
+so a caller can show the model what was wrong.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from spade.types import ToolCall, ToolSchema
@@ -42,59 +41,8 @@ _PARAMETER = re.compile(r"<parameter=([^>\n]*)>(.*?)(</parameter>|(?=<parameter=
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallParse:
-    """What a reply's tool-call blocks held."""
-
-    calls: tuple[ToolCall, ...]
-    """Calls read in order of appearance."""
-    errors: tuple[str, ...]
-    """One message per malformed block or call, saying what is wrong and what the right form is."""
-    content: str
-    """The reply with every tool-call block (well-formed or not) removed, stripped."""
-
-
-def extract_tool_calls(text: str, tools: Sequence[ToolSchema] | None = None) -> ToolCallParse:
-    """All ``<tool_call>`` blocks of ``text``, parsed.
-
-    Args:
-        text: a model reply (reasoning already stripped, or not: blocks are found anywhere).
-        tools: the tool schemas offered to the model; when given, calls to other names are errors and XML
-            parameter values are converted by their declared types.
-
-    Returns:
-        The calls, the problems and the remaining content.
-    """
-    schemas = _schemas_by_name(tools)
-    calls: list[ToolCall] = []
-    errors: list[str] = []
-    pieces: list[str] = []
-    pos = 0
-    while (start := text.find(OPEN, pos)) >= 0:
-        pieces.append(text[pos:start])
-        body_start = start + len(OPEN)
-        end = text.find(CLOSE, body_start)
-        if end < 0:
-            errors.append(
-                f"unterminated tool call (no {CLOSE}): close every call as {OPEN}...{CLOSE}; "
-                "the reply may have been cut at the token budget"
-            )
-            pos = len(text)
-            break
-        found, problems = _parse_block(text[body_start:end], schemas)
-        calls.extend(found)
-        errors.extend(problems)
-        pos = end + len(CLOSE)
-    pieces.append(text[pos:])
-    return ToolCallParse(tuple(calls), tuple(errors), "".join(pieces).strip())
-
-
-def parse_tool_calls(text: str, tools: Sequence[ToolSchema] | None = None) -> list[ToolCall]:
-    """The well-formed tool calls of ``text``, malformed blocks skipped (see :func:`extract_tool_calls`)."""
-    return list(extract_tool_calls(text, tools).calls)
-
-
-def _schemas_by_name(tools: Sequence[ToolSchema] | None) -> dict[str, dict[str, Any]] | None:
+def schemas_by_name(tools: Sequence[ToolSchema] | None) -> dict[str, dict[str, Any]] | None:
+    """Each offered tool's parameter schema by name (None: no tools given, so any name is accepted)."""
     if tools is None:
         return None
     out: dict[str, dict[str, Any]] = {}
@@ -106,7 +54,8 @@ def _schemas_by_name(tools: Sequence[ToolSchema] | None) -> dict[str, dict[str, 
     return out
 
 
-def _parse_block(body: str, schemas: dict[str, dict[str, Any]] | None) -> tuple[list[ToolCall], list[str]]:
+def decode_block(body: str, schemas: dict[str, dict[str, Any]] | None) -> tuple[list[ToolCall], list[str]]:
+    """The calls in the body of one ``<tool_call>`` block (JSON or XML form), and one message per problem."""
     stripped = body.strip()
     if not stripped:
         return [], [f'empty tool call: write {OPEN}{{"name": ..., "arguments": {{...}}}}{CLOSE}']

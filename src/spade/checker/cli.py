@@ -96,18 +96,8 @@ def check_files(
         print(f"spade check: the sandbox cannot start: {exc}", file=sys.stderr)
         return 2
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            win = WinRule(difficulty=difficulty)
-            results = list(pool.map(lambda p: _check_one(p, sandbox, cfg, seed, win), files))
-        novelties = (
-            _novelties(
-                Fingerprints(sandbox, max(cfg.novelty_seeds, 1), difficulty),
-                cfg,
-                against,
-                list(zip(files, results, strict=True)),
-            )
-            if against
-            else [None] * len(files)
+        results, novelties = _check_all(
+            files, sandbox, cfg, jobs=jobs, seed=seed, difficulty=difficulty, against=against
         )
     except MemoryStoreError as exc:
         print(f"spade check: --against: {exc}", file=sys.stderr)
@@ -115,6 +105,37 @@ def check_files(
     finally:
         if own:
             sandbox.close()
+    return _print_reports(files, results, novelties, as_json, out)
+
+
+def _check_all(
+    files: list[Path],
+    sandbox: EnvRunner,
+    cfg: CheckerConfig,
+    *,
+    jobs: int,
+    seed: int | None,
+    difficulty: int | None,
+    against: str | None,
+) -> tuple[list[CheckReport | str], list[Novelty | None]]:
+    """Each file's report (or why it could not be read) and, with ``against``, its novelty."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        win = WinRule(difficulty=difficulty)
+        results = list(pool.map(lambda p: _check_one(p, sandbox, cfg, seed, win), files))
+    if not against:
+        return results, [None] * len(files)
+    fingerprints = Fingerprints(sandbox, max(cfg.novelty_seeds, 1), difficulty)
+    return results, _novelties(fingerprints, cfg, against, list(zip(files, results, strict=True)))
+
+
+def _print_reports(
+    files: Sequence[Path],
+    results: Sequence[CheckReport | str],
+    novelties: Sequence[Novelty | None],
+    as_json: bool,
+    out: TextIO,
+) -> int:
+    """Print one report per file (a result is a report or why the file could not be checked); the exit code."""
     code = 0
     for path, result, novelty in zip(files, results, novelties, strict=True):
         if isinstance(result, str):

@@ -221,6 +221,15 @@ def unconfirmed(
     return out
 
 
+_EXPLOIT_CHECKS = (
+    ("constant", FindingCode.EXPLOITABLE_CONSTANT, "sending one fixed string every turn"),
+    *((k, FindingCode.EXPLOITABLE_DEGENERATE, _DEGENERATE_WHAT[k]) for k in DEGENERATE_KINDS),
+    ("random", FindingCode.EXPLOITABLE_RANDOM, "random actions"),
+    ("guess", FindingCode.EXPLOITABLE_RANDOM, "guessing numbers in the range shown, ignoring the feedback,"),
+)
+"""(probe group, finding, what the probe did): the groups judged on their own win rate, in order."""
+
+
 def exploit_findings(
     groups: dict[str, list[Episode]],
     cfg: CheckerConfig,
@@ -243,17 +252,7 @@ def exploit_findings(
     if degenerate:
         stats["degenerate_win_rate"] = rate(degenerate)
     limit = cfg.exploit_max_success
-    checks = (
-        ("constant", FindingCode.EXPLOITABLE_CONSTANT, "sending one fixed string every turn"),
-        *((k, FindingCode.EXPLOITABLE_DEGENERATE, _DEGENERATE_WHAT[k]) for k in DEGENERATE_KINDS),
-        ("random", FindingCode.EXPLOITABLE_RANDOM, "random actions"),
-        (
-            "guess",
-            FindingCode.EXPLOITABLE_RANDOM,
-            "guessing numbers in the range shown, ignoring the feedback,",
-        ),
-    )
-    for group, code, what in checks:
+    for group, code, what in _EXPLOIT_CHECKS:
         if win.get(group) and rate(win[group]) > limit and sum(win[group]) >= cfg.exploit_min_wins:
             winner = next(e for e in groups[group] if e.won(rule.success_threshold, rule.return_mode))
             msg = (
@@ -265,10 +264,14 @@ def exploit_findings(
             )
             return [finding(code, "exploit", msg)], stats
     if len(win.get("replay", [])) >= 2 and all(win["replay"]):
-        seeds = ", ".join(str(e.seed) for e in groups["replay"])
-        msg = (
-            f"the winning action sequence of one seed also wins seeds {seeds}: the agent can memorise one "
-            "script instead of reasoning. Fix: make the instance (and so the solution) depend on the seed."
-        )
-        return [finding(FindingCode.FIXED_SOLUTION, "exploit", msg)], stats
+        return [_fixed_solution(groups["replay"])], stats
     return [], stats
+
+
+def _fixed_solution(replays: list[Episode]) -> Finding:
+    seeds = ", ".join(str(e.seed) for e in replays)
+    msg = (
+        f"the winning action sequence of one seed also wins seeds {seeds}: the agent can memorise one "
+        "script instead of reasoning. Fix: make the instance (and so the solution) depend on the seed."
+    )
+    return finding(FindingCode.FIXED_SOLUTION, "exploit", msg)

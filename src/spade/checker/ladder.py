@@ -333,16 +333,7 @@ def check_env(
         seed = random.SystemRandom().randrange(2**63)
     workers = cfg.parallel_episodes if sandbox.layers.get("process") else 1
     ctx = _Context(source, sandbox, cfg, win or WinRule(), random.Random(seed), policy, filename, workers)
-    ev = Evidence()
-    findings: list[Finding] = []
-    timings: dict[str, float] = {}
-    for stage, rung in RUNGS:
-        start = time.perf_counter()
-        found, ev = rung(ctx, ev)
-        timings[stage] = time.perf_counter() - start
-        findings += found
-        if any(f.fatal for f in found):
-            break
+    findings, timings, ev = _climb(ctx)
     stats = dict(ev.stats)
     if ev.prober is not None and ev.prober.episodes:
         stats.update(episodes=float(ev.prober.episodes), steps=float(ev.prober.steps))
@@ -356,6 +347,22 @@ def check_env(
         is_tool_env=ev.tool_env,
         official_format=bool(ev.info and ev.info.official_format),
     )
+
+
+def _climb(ctx: _Context) -> tuple[list[Finding], dict[str, float], Evidence]:
+    """Run the rungs in order until one finds a fatal problem: the findings, each rung's seconds, the
+    evidence gathered."""
+    ev = Evidence()
+    findings: list[Finding] = []
+    timings: dict[str, float] = {}
+    for stage, rung in RUNGS:
+        start = time.perf_counter()
+        found, ev = rung(ctx, ev)
+        timings[stage] = time.perf_counter() - start
+        findings += found
+        if any(f.fatal for f in found):
+            break
+    return findings, timings, ev
 
 
 async def acheck_env(

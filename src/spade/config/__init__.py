@@ -24,7 +24,7 @@ from spade.config.procedural import ProceduralConfig
 from spade.config.rollout import RewardConfig, RolloutConfig
 from spade.config.sandbox import LayerMode, Limits
 from spade.config.serial import from_dict, from_json, migrate, to_dict, to_json, to_toml
-from spade.config.train import TrainConfig, mode_checks, validate
+from spade.config.train import TrainConfig, validate
 from spade.config.trainer import SFTConfig, TrainerConfig
 from spade.config.types import ActionMode, Difficulty, Mode, RateMeasure, RegretMethod, Setting
 
@@ -66,7 +66,6 @@ __all__ = [
     "from_dict",
     "from_json",
     "migrate",
-    "mode_checks",
     "preset",
     "to_dict",
     "to_json",

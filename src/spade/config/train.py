@@ -1,8 +1,9 @@
 """The training config: one section per component composed into :class:`TrainConfig`, and its checks.
 
-:func:`validate` runs every section's own checks and the checks across sections; :func:`mode_checks` gathers
-the checks that depend on ``mode``. Names checked against a registry (the backend, skills, seed games, eval
-suites, Reasoning-Gym tasks) are checked by :func:`spade.preflight.check_names`, outside this package.
+:func:`validate` runs every section's own checks and the checks across sections; the checks that depend on
+``mode`` belong to each mode (:meth:`spade.modes.Mode.check_config`). Names checked against a registry (the
+backend, skills, seed games, eval suites, Reasoning-Gym tasks) are checked outside this package
+(:func:`spade.preflight.check_names` and the modes).
 """
 
 from __future__ import annotations
@@ -89,7 +90,6 @@ def validate(cfg: TrainConfig) -> None:
     cfg.transcripts.validate()
     cfg.eval.validate()
     cfg.cluster.validate()
-    mode_checks(cfg)
 
 
 def _across_sections(cfg: TrainConfig) -> None:
@@ -107,21 +107,3 @@ def _across_sections(cfg: TrainConfig) -> None:
         cfg.memory.enabled or d.edit_fraction == 0.0,
         "memory.enabled=False leaves edit mode without parents: set designer.edit_fraction=0",
     )
-
-
-def mode_checks(cfg: TrainConfig) -> None:
-    """The checks that depend on ``cfg.mode``: what self-play needs (hinted plays, a server for the openai
-    backend) and the procedural controller's settings."""
-    r = cfg.reward
-    require(
-        r.variant == "learning_potential" or cfg.mode != "selfplay" or cfg.rollout.hint_plays_per_env >= 1,
-        f"reward.variant={r.variant!r} needs hinted plays: set rollout.hint_plays_per_env >= 1",
-    )
-    m = cfg.model
-    require(
-        cfg.mode != "selfplay" or m.backend != "openai" or bool(m.openai.base_urls),
-        "model.backend='openai' needs model.openai.base_urls "
-        "(e.g. --model.openai.base-urls http://127.0.0.1:8000/v1)",
-    )
-    if cfg.mode == "procedural":
-        cfg.procedural.validate()

@@ -19,7 +19,7 @@ from spade.config import TrainConfig
 from spade.config.types import Setting
 from spade.demos import same_instance_demos
 from spade.design.designer import Design
-from spade.prompts import review_system
+from spade.prompt_texts import review_system
 from spade.replies import review_verdict
 from spade.rollout import reset_options
 from spade.seeds import derive_seed

@@ -60,13 +60,13 @@ class Design:
 _PATCH_UNCHANGED = "the patch changes nothing"
 
 
-def apply_patch(parent: str, text: str) -> tuple[str | None, str]:
-    """Apply the SEARCH/REPLACE blocks of ``text`` to ``parent``; returns ``(code, "")`` or ``(None, why)``.
+def apply_patch(parent: str, blocks: Sequence[tuple[str, str]]) -> tuple[str | None, str]:
+    """Apply SEARCH/REPLACE ``blocks`` (a reply's :func:`~spade.replies.patch_blocks`) to ``parent``; returns
+    ``(code, "")`` or ``(None, why)``.
 
     Each SEARCH text must occur exactly once in the code as patched so far (trailing spaces ignored). A
     patch that changes nothing is refused: it would only re-submit the parent.
     """
-    blocks = patch_blocks(text)
     if not blocks:
         return None, "no SEARCH/REPLACE block"
     code = _rstrip_lines(parent)
@@ -86,9 +86,10 @@ def _rstrip_lines(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 
-def extract_patched_code(text: str, parent: str, found: Extraction) -> Extraction:
-    """An edit in patch format: the patched parent, else a complete module the reply holds, else why not."""
-    code, why = apply_patch(parent, text)
+def patched_code(parent: str, blocks: Sequence[tuple[str, str]], found: Extraction) -> Extraction:
+    """An edit in patch format: the patched parent, else the complete module the reply holds (``found``), else
+    why not."""
+    code, why = apply_patch(parent, blocks)
     if code is not None:
         return Extraction(code, "ok", "patch applied")
     if found.code is not None:
@@ -139,7 +140,7 @@ async def design(
     for req, msgs, ids, comp in zip(requests, messages, prompt_ids, completions, strict=True):
         found = extract_design_code(comp.text, comp.finish_reason, comp.error)
         if req.mode == "edit" and req.edit_format == "patch" and req.parent is not None:
-            found = extract_patched_code(comp.text, req.parent.code, found)
+            found = patched_code(req.parent.code, patch_blocks(comp.text), found)
         elif _is_line_edit(req) and req.parent is not None and comp.finish_reason != "error":
             found = extract_line_edit(comp, req.parent.code, example_chars)
         tokens, mask, logprobs = sample_tokens(ids, comp)

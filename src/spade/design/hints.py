@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, get_args
 
-from spade import prompts
+from spade import prompt_texts
 from spade.backends.template import TurnTemplate
 from spade.config import TrainConfig
 from spade.config.types import Setting
@@ -58,9 +58,9 @@ def build_hint_messages(
     """
     tools = setting == "tool_use"
     if first_observation is None:
-        template = prompts.HINT_SYSTEM_TOOLS_CODE if tools else prompts.HINT_SYSTEM_GAMES_CODE
+        template = prompt_texts.HINT_SYSTEM_TOOLS_CODE if tools else prompt_texts.HINT_SYSTEM_GAMES_CODE
     else:
-        template = prompts.HINT_SYSTEM_TOOLS if tools else prompts.HINT_SYSTEM_GAMES
+        template = prompt_texts.HINT_SYSTEM_TOOLS if tools else prompt_texts.HINT_SYSTEM_GAMES
     shown = truncate_code(code, code_chars) if code_chars else code
     user = f"Environment code:\n```python\n{shown.rstrip()}\n```\n\n"
     if first_observation is not None:

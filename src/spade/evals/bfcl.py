@@ -17,7 +17,7 @@ Two ways to ask (``params["mode"]``), as BFCL evaluates open models:
 - ``prompt``: BFCL's default system prompt lists the functions as JSON and asks for
   ``[func(arg=value), ...]``; the reply is decoded as BFCL's prompting handlers do;
 - ``fc``: the functions are passed as tools to the policy's chat template (BFCL's open-model conversion)
-  and the reply's ``<tool_call>`` blocks are parsed (:mod:`spade.backends.toolcalls`);
+  and the reply's ``<tool_call>`` blocks are parsed (:func:`spade.replies.extract_tool_calls`);
 - ``auto`` (default): ``fc`` when the chat template renders tools, else ``prompt`` (SmolLM2's template, for
   one, ignores tools).
 
@@ -40,11 +40,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
 
-from spade.backends.toolcalls import extract_tool_calls
 from spade.config import EvalOptions
 from spade.evals import bfcl_data, bfcl_decode
 from spade.evals.base import EvalError, ItemResult, Progress, Workload
-from spade.replies import strip_reasoning
+from spade.replies import extract_tool_calls, strip_reasoning
 from spade.sandbox import EnvHandle, Limits, Sandbox, SandboxError
 from spade.types import ChatTemplate, Message, Policy, SamplingParams, ToolSchema
 

@@ -2,17 +2,18 @@
 
 ``selfplay`` (SPADE), and the agent-only baselines ``fixed_pool`` and ``procedural``; one module each,
 registered by name (:mod:`spade.modes.registry`). The loop (:mod:`spade.train`) reads ``cfg.mode`` only
-through :func:`make`.
+through :func:`make` (and its shown name through :func:`label`).
 """
 
 from spade.modes import fixed_pool, procedural, selfplay
 from spade.modes.base import Mode, Regeneration
-from spade.modes.registry import make, names, preflight, register
+from spade.modes.registry import label, make, names, preflight, register
 
 __all__ = [
     "Mode",
     "Regeneration",
     "fixed_pool",
+    "label",
     "make",
     "names",
     "preflight",

@@ -54,6 +54,11 @@ class Mode(ABC):
     regen_line: ClassVar[str] = "next batch of the pool (agent only: nothing is designed)"
     """What a regeneration does (the progress line)."""
 
+    def check_config(self, cfg: TrainConfig) -> None:
+        """Raise :class:`~spade.config.ConfigError` for a setting this mode cannot train with (the registry
+        calls it whenever it makes the mode)."""
+        del cfg  # no check of its own: a mode that needs one overrides this
+
     def preflight(self, cfg: TrainConfig) -> None:
         """Raise :class:`spade.preflight.SetupError` for a problem with what this mode reads from disk."""
         if cfg.memory.warm_start:

@@ -19,12 +19,12 @@ from typing import Any
 
 from spade import preflight
 from spade.components import Components
-from spade.config import ProceduralConfig, TrainConfig
+from spade.config import ConfigError, ProceduralConfig, TrainConfig
 from spade.memory import Memory
 from spade.modes.base import Mode, Regeneration
 from spade.modes.fixed_pool import next_batch
 from spade.modes.registry import register
-from spade.procedural import env_id, sandbox_limits, sources, task_levels, task_of
+from spade.procedural import env_id, sandbox_limits, sources, task_levels, task_of, task_problem
 from spade.sandbox import Limits
 from spade.state import LoopState
 from spade.types import EnvSource, PlayStatus, Trajectory
@@ -35,6 +35,13 @@ class Procedural(Mode):
 
     name = "procedural"
     regen_line = "next batch of Reasoning-Gym tasks at their current levels (agent only: nothing is designed)"
+
+    def check_config(self, cfg: TrainConfig) -> None:
+        """The controller's settings, and Reasoning-Gym knows every task."""
+        cfg.procedural.validate()
+        problem = task_problem(cfg.procedural.tasks)
+        if problem:
+            raise ConfigError(problem)
 
     def preflight(self, cfg: TrainConfig) -> None:
         """The warm-start pool (with ``memory.warm_start``) and every level of every task can be built."""

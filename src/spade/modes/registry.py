@@ -25,14 +25,21 @@ def names() -> list[str]:
 
 
 def make(cfg: TrainConfig) -> Mode:
-    """The mode ``cfg`` trains in.
+    """The mode ``cfg`` trains in, once it has checked ``cfg`` (:meth:`Mode.check_config`).
 
     Raises:
-        ConfigError: no mode of that name is registered.
+        ConfigError: no mode of that name is registered, or a setting the mode cannot train with.
     """
     if cfg.mode not in _MODES:
         raise ConfigError(f"unknown mode {cfg.mode!r}; choose one of: {', '.join(names())}")
-    return _MODES[cfg.mode]()
+    mode = _MODES[cfg.mode]()
+    mode.check_config(cfg)
+    return mode
+
+
+def label(cfg: TrainConfig) -> str:
+    """The name ``cfg``'s mode is shown by (runs listings, reports)."""
+    return cfg.mode
 
 
 def preflight(cfg: TrainConfig) -> None:

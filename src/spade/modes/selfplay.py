@@ -15,6 +15,7 @@ from spade import credit as cr
 from spade import preflight, stopping
 from spade.components import Components
 from spade.config import TrainConfig
+from spade.config.errors import require
 from spade.credit import EnvStats
 from spade.design import design_phase, fresh_only
 from spade.memory import Memory
@@ -30,6 +31,19 @@ class SelfPlay(Mode):
 
     name = "selfplay"
     regen_line = "design"
+
+    def check_config(self, cfg: TrainConfig) -> None:
+        """Hinted plays for a reward that needs them; a server for the openai backend."""
+        r, m = cfg.reward, cfg.model
+        require(
+            r.variant == "learning_potential" or cfg.rollout.hint_plays_per_env >= 1,
+            f"reward.variant={r.variant!r} needs hinted plays: set rollout.hint_plays_per_env >= 1",
+        )
+        require(
+            m.backend != "openai" or bool(m.openai.base_urls),
+            "model.backend='openai' needs model.openai.base_urls "
+            "(e.g. --model.openai.base-urls http://127.0.0.1:8000/v1)",
+        )
 
     def preflight(self, cfg: TrainConfig) -> None:
         """The warm-start pool (with ``memory.warm_start``) and the corpus (when grounded) can be read."""
