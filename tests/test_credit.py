@@ -132,6 +132,24 @@ def test_credit_rewards_invalid_penalty_and_lp_per_skill() -> None:
     assert unchanged == before
 
 
+def test_learning_potential_released_update_scores_against_the_moved_slow_baseline() -> None:
+    # As released: the slow EMA first moves 85% of the way to the batch's mean window rate, then each
+    # environment is scored against the moved EMA; 'before' (this implementation's default) scores first.
+    released = RewardConfig(variant="learning_potential", lp_ema=0.85, lp_baseline="updated")
+    first = (DueCredit(_entry("a", 0, plays=5, wins=4), 0), DueCredit(_entry("b", 0, plays=5, wins=1), 0))
+    rewards, ema = credit_rewards(first, released, {})
+    assert ema == pytest.approx({"logic": 0.425})  # 0.15 * 0 + 0.85 * mean(0.8, 0.2)
+    assert rewards == pytest.approx((0.375, 0.225))  # |0.8 - 0.425|, |0.2 - 0.425|
+    second = (DueCredit(_entry("c", 4, plays=10, wins=9), 0),)
+    rewards, ema = credit_rewards(second, released, ema)
+    assert ema == pytest.approx({"logic": 0.82875})  # 0.15 * 0.425 + 0.85 * 0.9
+    assert rewards == pytest.approx((0.07125,))  # |0.9 - 0.82875|
+    before = replace(released, lp_baseline="before")
+    rewards, moved = credit_rewards(second, before, {"logic": 0.425})
+    assert rewards == pytest.approx((0.475,))  # |0.9 - 0.425|: scored before the move
+    assert moved == pytest.approx(ema)  # the same EMA either way
+
+
 def test_a_regeneration_whose_every_design_was_rejected_still_ranks_them_with_checked_penalty() -> None:
     rejected = (
         DueCredit(replace(_entry("no_code", 0), valid=False), 0),

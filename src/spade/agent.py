@@ -2,8 +2,13 @@
 
 The conversation is kept as a :class:`~spade.backends.template.TokenStream`: the policy samples from the
 stream's own tokens and the stream records every sampled token and its log-probability, so the trainer sees
-exactly what was sampled. Every way an episode can end is a :class:`~spade.types.PlayStatus`; environment
-and model failures become data on the trajectory, never exceptions.
+exactly what was sampled. A thinking model (the template's ``thinking``, ``model.thinking``) is instead
+prompted each turn with the template's rendering of the conversation, earlier replies passed as content and
+reasoning (Qwen3-style templates leave that reasoning out), and each turn becomes a training sample on the
+prompt it was sampled from (:attr:`~spade.types.Trajectory.turns`). The opening messages are
+``play.agent_prompt``'s (:mod:`spade.agent_prompts`). Every way an episode can end is a
+:class:`~spade.types.PlayStatus`; environment and model failures become data on the trajectory, never
+exceptions.
 """
 
 from __future__ import annotations
@@ -11,10 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from spade.agent_prompts import HINT_TEMPLATE, opening_messages
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.config import PlayConfig
-from spade.demos import Demo, demo_messages, next_game_intro
-from spade.replies import has_answer, last_boxed, parse_action, parse_tool_calls, strip_reasoning
+from spade.demos import Demo
+from spade.replies import (
+    has_answer,
+    last_boxed,
+    parse_action,
+    parse_tool_calls,
+    split_reasoning,
+    strip_reasoning,
+)
 from spade.rewards import episode_return, is_success, with_format_reward
 from spade.sandbox import EnvInstance, SandboxError
 from spade.types import (
@@ -26,18 +39,9 @@ from spade.types import (
     ToolSchema,
     Trajectory,
     Transition,
+    TurnTokens,
 )
 
-GAME_SYSTEM = (
-    "You are playing a text game. Each turn, read the observation, think briefly, and give your action "
-    "inside \\boxed{...}, for example \\boxed{3}."
-)
-TOOL_SYSTEM = (
-    "You are an assistant that completes the user's task by calling the available tools. Call tools with "
-    '<tool_call>{"name": "...", "arguments": {...}}</tool_call>; when the task is complete, reply with the '
-    "final answer inside <answer>...</answer>."
-)
-HINT_TEMPLATE = "{observation}\n\nHINT: {hint}"
 LENIENT_MAX_CHARS = 24
 
 
@@ -54,17 +58,62 @@ class Episode:
 
 
 class _Play:
-    """The mutable state of one episode while it runs."""
+    """The mutable state of one episode while it runs.
 
-    def __init__(self, stream: TokenStream, tools: list[ToolSchema]) -> None:
-        self.stream = stream
+    The stream is the episode as sampled (every reply verbatim). Without ``template.thinking`` each turn is
+    sampled from the stream itself; with it, from the template's rendering of ``messages`` (earlier replies
+    split into content and reasoning), and each turn is kept in ``turns`` with the prompt it was sampled from.
+    """
+
+    def __init__(self, template: TurnTemplate, messages: list[Message], tools: list[ToolSchema]) -> None:
+        self.template = template
+        self.stream = TokenStream.from_messages(template, messages, tools or None)
+        self.messages = messages
         self.tools = tools
+        self.turns: list[TurnTokens] = []
         self.transitions: list[Transition] = []
         self.rewards: list[float] = []
         self.well_formed = 0
         self.terminated = False
         self.status = PlayStatus.TURN_BUDGET
         self.error = ""
+
+    def prompt(self) -> tuple[int, ...]:
+        """The tokens the next reply is sampled from."""
+        if not self.template.thinking:
+            return self.stream.tokens_T
+        return tuple(self.template.render(self.messages, self.tools or None, add_generation_prompt=True))
+
+    def add_completion(self, prompt: tuple[int, ...], completion: Completion) -> None:
+        """Record a reply sampled from ``prompt``."""
+        self.stream.add_completion(completion)
+        if not self.template.thinking:
+            return
+        turn = TokenStream(self.template, prompt)
+        turn.add_completion(completion)
+        self.turns.append(TurnTokens(turn.tokens_T, turn.mask_T, turn.logprobs_T))
+        reasoning, answer = split_reasoning(completion.text)
+        reply: Message = {"role": "assistant", "content": answer}
+        if reasoning:
+            reply["reasoning_content"] = reasoning
+        self.messages.append(reply)
+
+    def add_messages(self, messages: list[Message]) -> None:
+        """Append the environment's next messages (observation or tool results)."""
+        self.stream.add_messages(messages)
+        self.messages.extend(messages)
+
+
+def reply_budget(prompt_tokens: int, cfg: PlayConfig) -> int:
+    """Tokens the next reply may take after a prompt of ``prompt_tokens``; 0: the context ends the episode.
+
+    Without ``cfg.stop_margin_tokens``, a whole ``turn_tokens`` reply or nothing; with a margin N, as
+    released, what remains beyond the last N tokens of ``context_tokens``, at most ``turn_tokens``.
+    """
+    room = cfg.context_tokens - prompt_tokens
+    if cfg.stop_margin_tokens is None:
+        return cfg.turn_tokens if room >= cfg.turn_tokens else 0
+    return max(0, min(cfg.turn_tokens, room - cfg.stop_margin_tokens))
 
 
 async def play_episode(
@@ -81,25 +130,23 @@ async def play_episode(
         return _failed(episode, PlayStatus.ENV_ERROR, f"{exc.kind}: {exc}")
     if episode.hint:
         obs = HINT_TEMPLATE.format(observation=obs, hint=episode.hint)
-    messages: list[Message] = [
-        {"role": "system", "content": TOOL_SYSTEM if is_tool_env else GAME_SYSTEM},
-        *demo_messages(episode.demos),
-        {"role": "user", "content": next_game_intro(episode.demos, obs)},
-    ]
-    play = _Play(TokenStream.from_messages(template, messages, tools or None), tools)
-    # One parameter set for every turn of every episode, so concurrent requests batch together.
-    params = SamplingParams(
-        temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, max_tokens=cfg.turn_tokens
-    )
+    messages = opening_messages(cfg.agent_prompt, obs, is_tool_env=is_tool_env, demos=episode.demos)
+    play = _Play(template, messages, tools)
     for _ in range(cfg.max_turns):
-        if len(play.stream) + cfg.turn_tokens > cfg.context_tokens:
+        prompt = play.prompt()
+        budget = reply_budget(len(prompt), cfg)
+        if budget < 1:
             play.status = PlayStatus.CONTEXT_BUDGET
             break
-        completion = (await policy.sample([play.stream.tokens_T], params))[0]
+        # One parameter set for every turn until the context's end nears, so concurrent requests batch.
+        params = SamplingParams(
+            temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k, max_tokens=budget
+        )
+        completion = (await policy.sample([prompt], params))[0]
         if completion.finish_reason == "error":
             play.status, play.error = PlayStatus.MODEL_ERROR, completion.error or "policy failed"
             break
-        play.stream.add_completion(completion)
+        play.add_completion(prompt, completion)
         if completion.finish_reason == "length" and cfg.on_length == "end":
             play.status = PlayStatus.LENGTH
             break
@@ -130,7 +177,7 @@ async def _take_turn(
         ]
         play.transitions.append(Transition(obs, reply, "tool_calls", 0.0, False, False))
         play.well_formed += 1
-        play.stream.add_messages(tool_messages)
+        play.add_messages(tool_messages)
         return False
     if is_tool_env:
         action = body.strip()
@@ -145,7 +192,7 @@ async def _take_turn(
         play.terminated = terminated
         play.status = PlayStatus.TERMINATED if terminated else PlayStatus.TRUNCATED
         return True
-    play.stream.add_messages([{"role": "user", "content": next_obs}])
+    play.add_messages([{"role": "user", "content": next_obs}])
     return False
 
 
@@ -172,6 +219,7 @@ def _finish(episode: Episode, play: _Play, cfg: PlayConfig) -> Trajectory:
         mask_T=play.stream.mask_T,
         sample_logprobs_T=play.stream.logprobs_T,
         error=play.error,
+        turns=tuple(play.turns),
     )
 
 

@@ -139,23 +139,30 @@ def credit_rewards(
     """Raw rewards of released designer samples and the updated per-skill learning-potential EMAs. Rejected
     environments earn ``invalid_penalty`` (``checked_penalty``, when set, if their code was checked). A valid
     one is scored on its creation regret and its window rate (``cfg.rate_measure``). Under
-    ``learning_potential`` each valid environment is scored against its skill's EMA *before* this batch
-    (absent: 0), then each skill's EMA moves toward the batch's mean window rate at rate ``cfg.lp_ema``. Other
-    variants return ``lp_ema`` unchanged."""
+    ``learning_potential`` each skill's EMA (absent: 0) moves toward the batch's mean window rate at rate
+    ``cfg.lp_ema``, and each valid environment is scored against its skill's EMA before that move
+    (``cfg.lp_baseline='before'``) or after it (``'updated'``, as released). Other variants return ``lp_ema``
+    unchanged."""
+    new_ema = lp_update(due, cfg, lp_ema) if cfg.variant == "learning_potential" else dict(lp_ema)
+    baseline = new_ema if cfg.lp_baseline == "updated" else lp_ema
     rewards = []
     for d in due:
         e = d.entry
         if not e.valid:
             rewards.append(invalid_env_reward(cfg, e.checked))
             continue
-        x = DesignInputs(e.rate(cfg.rate_measure), e.regret or 0.0, lp_baseline=lp_ema.get(e.skill, 0.0))
+        x = DesignInputs(e.rate(cfg.rate_measure), e.regret or 0.0, lp_baseline=baseline.get(e.skill, 0.0))
         rewards.append(designer_reward(x, cfg))
-    new_ema = dict(lp_ema)
-    if cfg.variant == "learning_potential":
-        by_skill: dict[str, list[float]] = defaultdict(list)
-        for d in due:
-            if d.entry.valid:
-                by_skill[d.entry.skill].append(d.entry.rate(cfg.rate_measure))
-        for skill, rates in by_skill.items():
-            new_ema[skill] = ema_update(lp_ema.get(skill, 0.0), math.fsum(rates) / len(rates), cfg.lp_ema)
     return tuple(rewards), new_ema
+
+
+def lp_update(due: Sequence[DueCredit], cfg: RewardConfig, lp_ema: Mapping[str, float]) -> dict[str, float]:
+    """Each skill's slow EMA moved toward the mean window rate of its valid environments in ``due``."""
+    by_skill: dict[str, list[float]] = defaultdict(list)
+    for d in due:
+        if d.entry.valid:
+            by_skill[d.entry.skill].append(d.entry.rate(cfg.rate_measure))
+    new_ema = dict(lp_ema)
+    for skill, rates in by_skill.items():
+        new_ema[skill] = ema_update(lp_ema.get(skill, 0.0), math.fsum(rates) / len(rates), cfg.lp_ema)
+    return new_ema

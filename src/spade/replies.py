@@ -45,15 +45,32 @@ def strip_reasoning(text: str) -> str:
     return text
 
 
+def split_reasoning(text: str) -> tuple[str, str]:
+    """``(reasoning, answer)`` of a reply: the reasoning without its ``<think>`` tags (up to the last
+    ``</think>``, whose opening tag the chat template may have written already) and the text after it; an
+    unterminated ``<think>`` makes the rest reasoning. Either part may be empty."""
+    closes = list(_THINK_CLOSE.finditer(text))
+    if closes:
+        head, answer = text[: closes[-1].start()], text[closes[-1].end() :]
+        opened = _THINK_OPEN.search(head)
+        return (head[opened.end() :] if opened else head).strip("\n"), answer.lstrip("\n")
+    opened = _THINK_OPEN.search(text)
+    if opened is None:
+        return "", text
+    return text[opened.end() :].strip("\n"), text[: opened.start()]
+
+
 def first_boxed(text: str) -> str | None:
     """The authors' rule: the first ``\\boxed{...}`` whose content holds no braces; when every box nests braces,
-    the last complete one (:func:`last_boxed`); None when there is no complete box.
+    the last complete one (:func:`last_boxed`); None when there is no complete box. An empty box is skipped
+    while a later one holds an answer: a reply that restates the released prompt's "within \\boxed{}" before
+    answering is read by its answer.
 
     So ``\\boxed{1} ... \\boxed{2}`` gives ``1``, and ``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``.
     """
-    flat = _FLAT_BOX.search(text)
+    flat = next((m.group(1).strip() for m in _FLAT_BOX.finditer(text) if m.group(1).strip()), None)
     if flat is not None:
-        return flat.group(1).strip()
+        return flat
     return last_boxed(text)
 
 

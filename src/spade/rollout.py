@@ -9,6 +9,7 @@ the same instances. A failed open or play is a trajectory with an error status, 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -124,3 +125,29 @@ def status_counts(trajectories: Sequence[Trajectory], prefix: str) -> dict[str, 
     """``{prefix}/status/<status>`` counts, for the metrics."""
     counts = Counter(t.status.value for t in trajectories)
     return {f"{prefix}/status/{k}": float(v) for k, v in sorted(counts.items())}
+
+
+def prompt_reuse(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """``speed/prompt_reuse``: of the prompt tokens of every turn after an episode's first, the share that
+    repeats the start of the episode's previous request (its prompt and reply), the most a prefix cache can
+    supply within an episode. A token stream repeats all of it; a thinking model's turns repeat the previous
+    prompt and whatever the template renders the same of the reply, not the reasoning it leaves out."""
+    reused = total = 0
+    for t in trajectories:
+        if t.turns:
+            for prev, cur in itertools.pairwise(t.turns):
+                prompt = cur.mask_T.index(1) if 1 in cur.mask_T else len(cur.tokens_T)
+                reused += _common_prefix(prev.tokens_T, cur.tokens_T[:prompt])
+                total += prompt
+            continue
+        starts = [i for i, m in enumerate(t.mask_T) if m and (i == 0 or not t.mask_T[i - 1])]
+        ends = [i for i, m in enumerate(t.mask_T) if not m and i > 0 and t.mask_T[i - 1]]
+        # each later prompt is the stream up to its reply, so it holds the whole previous reply's request
+        reused += sum(ends[: len(starts) - 1])
+        total += sum(starts[1:])
+    return {"speed/prompt_reuse": reused / total} if total else {}
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)

@@ -19,8 +19,8 @@ from spade.credit import DueCredit, EnvStats, PendingCredit
 from spade.design import DesignOutcome
 from spade.memory import Memory
 from spade.regret import estimate_regret
-from spade.rollout import status_counts
-from spade.types import PlayStatus, TrainSample, Trajectory
+from spade.rollout import prompt_reuse, status_counts
+from spade.types import PlayStatus, TrainSample, Trajectory, TurnTokens
 
 
 def score_agent(
@@ -31,9 +31,10 @@ def score_agent(
     hinted = [t for t in trajectories if t.hinted]
     adv = rw.agent_advantages([t.episode_return for t in plain], [t.env_id for t in plain])
     samples = [
-        TrainSample(t.tokens_T, t.mask_T, t.sample_logprobs_T, float(a), "agent")
+        sample
         for t, a, drop in zip(plain, adv.advantages_N, adv.drop_N, strict=True)
-        if any(t.mask_T) and not (drop and cfg.reward.drop_constant_groups)
+        if not (drop and cfg.reward.drop_constant_groups)
+        for sample in agent_samples(t, float(a))
     ]
     per_env = env_stats(cfg, plain, hinted)
     metrics: dict[str, Any] = {
@@ -45,6 +46,7 @@ def score_agent(
         "agent/constant_group_share": constant_share([t.env_id for t in plain], adv.drop_N.tolist()),
         "agent/tokens": float(sum(len(t.tokens_T) for t in trajectories)),
         "agent/sampled_tokens": float(sum(sum(t.mask_T) for t in trajectories)),
+        **prompt_reuse(trajectories),
         **status_counts(plain, "agent"),
     }
     seeds = [t.success for t in plain if t.env_id.startswith("seed:")]
@@ -56,6 +58,17 @@ def score_agent(
         if errors:
             metrics["designer/regret_se"] = mean(errors)
     return samples, metrics, per_env
+
+
+def agent_samples(t: Trajectory, advantage: float) -> list[TrainSample]:
+    """A play's training samples: its token stream, or (a thinking model) each turn on its own prompt, every
+    turn with the episode's advantage (as released); none when nothing was sampled."""
+    parts = t.turns or (TurnTokens(t.tokens_T, t.mask_T, t.sample_logprobs_T),)
+    return [
+        TrainSample(p.tokens_T, p.mask_T, p.sample_logprobs_T, advantage, "agent")
+        for p in parts
+        if any(p.mask_T)
+    ]
 
 
 def constant_share(env_ids_N: Sequence[str], drop_N: Sequence[bool]) -> float:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from spade import cluster, modes, plays, resources, stopping
-from spade.backends import policy_metrics
+from spade.backends import policy_metrics, prefix_cache_hit_rate
 from spade.components import Components, make_components
 from spade.config import TrainConfig
 from spade.errors import SpadeError
@@ -235,25 +235,25 @@ async def _play(
     row: dict[str, Any],
 ) -> list[Trajectory]:
     """Play the current environments (new ones with their hinted arm too), then constant groups again."""
-    step = state.step
-    progress(f"step {step}: play {len(state.current)} environments")
-    t0 = time.perf_counter()
+    progress(f"step {state.step}: play {len(state.current)} environments")
+    t0, engine = time.perf_counter(), policy_metrics(c.policy)
     levels = mode.difficulty(state)
     hints = regen.hints(cfg.rollout.hint_plays_per_env) if regen is not None else {}
-    trajectories = await plays.play(cfg, c, state.current, hints, step, levels=levels)
+    trajectories = await plays.play(cfg, c, state.current, hints, state.step, levels=levels)
     stopping.check()  # plays cut by a stop request end as model errors: they are no outcome to score
-    more = await plays.play_more(cfg, c, trajectories, step, levels=levels)
+    more = await plays.play_more(cfg, c, trajectories, state.step, levels=levels)
     stopping.check()
     trajectories += more
     row["agent/extra_plays"] = float(len(more))
     row["time/play_s"] = time.perf_counter() - t0
+    row.update(prefix_cache_hit_rate(engine, policy_metrics(c.policy)))  # the agent's multi-turn reuse
     failed = [t for t in trajectories if t.status is PlayStatus.MODEL_ERROR]
     if failed and len(failed) == len(trajectories):
         raise PolicyFailedError(
-            f"step {step}: all {len(failed)} plays failed in the model, so nothing was learned; the first "
+            f"step {state.step}: all {len(failed)} plays failed in the model, so nothing was learned; the first "
             f"error: {failed[0].error}. Check the model backend (--model.*)"
         )
-    c.record_plays(step, trajectories)
+    c.record_plays(state.step, trajectories)
     return trajectories
 
 

@@ -169,8 +169,25 @@ class Transition:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnTokens:
+    """One agent turn of a thinking model (``model.thinking``): the prompt it was sampled from and its reply."""
+
+    tokens_T: tuple[int, ...]
+    """The prompt then the reply."""
+    mask_T: tuple[int, ...]
+    """1 on the reply's sampled tokens, 0 on the prompt."""
+    sample_logprobs_T: tuple[float, ...]
+    """Sampling log-probabilities on the reply (0 on the prompt, and where the engine reported none)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Trajectory:
-    """One episode of one environment instance."""
+    """One episode of one environment instance.
+
+    ``tokens_T`` is the episode as one token stream, every reply as sampled. With ``turns`` (a thinking
+    model, whose later prompts leave out earlier reasoning) that stream is the record of what was said, and
+    each turn is trained on its own prompt instead.
+    """
 
     env_id: str
     seed: int
@@ -183,6 +200,7 @@ class Trajectory:
     mask_T: tuple[int, ...] = ()
     sample_logprobs_T: tuple[float, ...] = ()
     error: str = ""
+    turns: tuple[TurnTokens, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

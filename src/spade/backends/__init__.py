@@ -10,10 +10,18 @@ import importlib
 from typing import Protocol, runtime_checkable
 
 from spade.backends.registry import BACKENDS
+from spade.backends.template import TurnTemplate
 from spade.config import ConfigError, ModelConfig
 from spade.types import Policy
 
-__all__ = ["BACKENDS", "ReportsMetrics", "make_policy", "policy_metrics", "set_threads"]
+__all__ = [
+    "BACKENDS",
+    "ReportsMetrics",
+    "make_policy",
+    "policy_metrics",
+    "prefix_cache_hit_rate",
+    "set_threads",
+]
 
 
 def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
@@ -34,6 +42,8 @@ def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
     module, _, name = path.partition(":")
     policy_cls = getattr(importlib.import_module(module), name)
     policy: Policy = policy_cls.from_config(cfg, seed=seed)
+    if isinstance(policy.template, TurnTemplate):
+        policy.template.thinking = cfg.thinking
     return policy
 
 
@@ -49,6 +59,17 @@ class ReportsMetrics(Protocol):
 def policy_metrics(policy: Policy) -> dict[str, float]:
     """The policy's own metrics, or none when it keeps no counters."""
     return policy.metrics() if isinstance(policy, ReportsMetrics) else {}
+
+
+def prefix_cache_hit_rate(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """``speed/prefix_cache_hit_rate``: of the prompt tokens the engine took between two readings of
+    :func:`policy_metrics`, the share its prefix cache supplied; none where the engine does not count them
+    (only the vllm backend does) or took no prompt."""
+    sent = after.get("engine/prompt_tokens", 0.0) - before.get("engine/prompt_tokens", 0.0)
+    if sent <= 0:
+        return {}
+    cached = after.get("engine/prompt_tokens_cached", 0.0) - before.get("engine/prompt_tokens_cached", 0.0)
+    return {"speed/prefix_cache_hit_rate": cached / sent}
 
 
 @runtime_checkable

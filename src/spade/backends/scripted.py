@@ -63,6 +63,9 @@ class ByteTemplate:
     """A chat template over UTF-8 bytes: ``<|role|>content`` then the end-of-turn token (id 256) per message."""
 
     end_of_turn_id: int | None = 256
+    thinking: bool = False
+    """``model.thinking`` (set by :func:`spade.backends.make_policy`): turns prompted from a render of the
+    conversation and trained one by one; the scripted replies hold no reasoning to leave out."""
 
     def encode(self, text: str) -> list[int]:
         """Byte token ids of plain text."""

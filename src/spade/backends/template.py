@@ -18,7 +18,11 @@ Reasoning blocks: some templates (Qwen3 and later) drop ``<think>`` blocks of ea
 whole conversation is re-rendered. The stream deliberately keeps what was sampled: the next turn is sampled
 from the stream's own tokens (token in), so sampling and training see the same context and the logprob ratio
 compares like with like. The stream is therefore not byte-identical to a canonical re-render of the same
-messages when such a template strips reasoning; it is identical for templates that do not.
+messages when such a template strips reasoning; it is identical for templates that do not. A template whose
+``thinking`` is set (``model.thinking``) is used the other way by :mod:`spade.agent`: each turn is sampled
+from the template's own rendering of the conversation with earlier replies split into ``content`` and
+``reasoning_content`` (:func:`spade.replies.split_reasoning`), so the model sees its history as the template presents it
+at deployment, and each turn is trained on the prompt it was sampled from.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class TurnTemplate(ChatTemplate, Protocol):
 
     end_of_turn_id: int | None
     """The special token that closes an assistant turn (None when the template has none)."""
+    thinking: bool
+    """Whether the model reasons in ``<think>`` blocks that earlier turns are rendered without
+    (``model.thinking``)."""
 
     def render_suffix(
         self,
@@ -65,13 +72,15 @@ class HFChatTemplate:
     Args:
         tokenizer: a ``transformers`` tokenizer.
         chat_template: a Jinja template overriding the tokenizer's own (e.g. a Qwen-style one in tests).
+        thinking: the model reasons in ``<think>`` blocks (see :attr:`TurnTemplate.thinking`).
 
     Raises:
         TemplateError: the tokenizer has no chat template and none was given.
     """
 
-    def __init__(self, tokenizer: Any, chat_template: str | None = None) -> None:
+    def __init__(self, tokenizer: Any, chat_template: str | None = None, *, thinking: bool = False) -> None:
         self.tokenizer = tokenizer
+        self.thinking = thinking
         self.chat_template: str | None = chat_template or getattr(tokenizer, "chat_template", None)
         if not self.chat_template:
             raise TemplateError(

@@ -106,6 +106,11 @@ class ModelConfig:
     """Weight dtype of the hf/vllm engines and the trainer (bfloat16 halves memory on GPUs)."""
     max_context: int = 2048
     """Context window used for budgets (tokens)."""
+    thinking: bool = False
+    """A reasoning model whose replies open with ``<think>...</think>``: each agent turn's prompt is the chat
+    template's rendering of the conversation with earlier replies' reasoning passed as ``reasoning_content``
+    (Qwen3-style templates leave it out of earlier turns), and each turn is trained as its own sample with
+    the episode's advantage. False: one token stream per episode that keeps every reply as sampled."""
     max_concurrency: int = 16
     """Sequences in flight at once: requests per server (openai), most sequences in one batch (hf, vllm)."""
     threads: int = 0

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from spade.config.errors import require
-from spade.config.types import ActionMode
+from spade.config.types import ActionMode, AgentPrompt
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +34,19 @@ class PlayConfig(WinRule):
     max_turns: int = 25
     """Agent turn budget per episode (the environment's own max_turns may end it sooner)."""
     context_tokens: int = 32768
-    """Token budget of a whole episode's conversation; older turns are dropped to stay within it."""
+    """Token budget of a whole episode's conversation (the prompt of a turn plus its reply); the episode
+    ends, as ``context_budget``, when the next turn does not fit (see ``stop_margin_tokens``)."""
     turn_tokens: int = 8192
     """Per-turn generation budget."""
+    stop_margin_tokens: int | None = None
+    """When the context ends an episode. None: before a turn whose prompt plus a whole ``turn_tokens`` reply
+    would not fit (no reply is ever cut by the context). N: play on while more than N tokens of
+    ``context_tokens`` remain after the prompt, each reply capped at what remains beyond those N, so the
+    episode stops once N or fewer remain (released: 64)."""
+    agent_prompt: AgentPrompt = "compact"
+    """How the agent is asked to play: 'compact', a short system prompt for small models; 'released', the
+    authors' prompt (no system prompt, "reason step by step", the answer in \\boxed{}; see
+    spade.agent_prompts)."""
     on_length: Literal["end", "act"] = "end"
     """A reply cut at ``turn_tokens``: 'end' ends the episode (the released recipe); 'act' plays the action
     parsed from the partial reply and goes on (small models rarely stop within a short budget)."""
@@ -58,6 +68,10 @@ class PlayConfig(WinRule):
     def validate(self) -> None:
         """Checks of the play budget."""
         require(self.demos >= 0, f"play.demos must be >= 0 (got {self.demos})")
+        require(
+            self.stop_margin_tokens is None or 0 <= self.stop_margin_tokens < self.context_tokens,
+            f"play.stop_margin_tokens must be unset or in [0, play.context_tokens) (got {self.stop_margin_tokens})",
+        )
         require(
             self.turn_tokens <= self.context_tokens, "play.turn_tokens must not exceed play.context_tokens"
         )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from spade.config.errors import require
-from spade.config.types import RateMeasure, RegretMethod
+from spade.config.types import LPBaseline, RateMeasure, RegretMethod
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,11 @@ class RewardConfig:
     """Regret from every play with minimal variance, shared seeds only, or mean hinted minus mean unhinted
     return (as released); see spade.regret."""
     lp_ema: float = 0.1
-    """learning_potential variant: rate of the per-skill slow EMA of win rates."""
+    """learning_potential variant: weight of the newest batch in the per-skill slow EMA of win rates,
+    ``ema <- (1 - lp_ema) * ema + lp_ema * rate`` (released: 0.85, the ``--spade-gamma2`` of its launchers)."""
+    lp_baseline: LPBaseline = "before"
+    """learning_potential variant: what each environment is scored against: 'before', its skill's EMA before
+    this batch moves it; 'updated', the EMA after this batch's mean window rate moved it (released)."""
 
     def validate(self) -> None:
         """Checks of the reward shapes and the credit delay."""

@@ -30,3 +30,13 @@ RateMeasure = Literal["wins", "mean_return"]
 
 RegretMethod = Literal["control_variate", "paired", "difference_of_means"]
 """How regret is estimated from the hinted and unhinted plays (see :mod:`spade.regret`)."""
+
+LPBaseline = Literal["before", "updated"]
+"""What the learning_potential reward measures a window rate against: the skill's slow EMA before this batch
+moves it, or after (the released order)."""
+
+AgentPrompt = Literal["compact", "released"]
+"""How the agent is asked to play (see :mod:`spade.agent_prompts`): 'compact', a short system prompt that asks
+for a brief thought and the action in ``\\boxed{}`` (small models); 'released', the authors' prompt: no system
+prompt, the first observation wrapped in "Please reason step by step, and put your final answer within
+\\boxed{}." (a tool-use environment's first observation as it is)."""

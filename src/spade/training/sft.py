@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from spade import envs, stopping
-from spade.agent import GAME_SYSTEM, HINT_TEMPLATE
+from spade.agent_prompts import GAME_SYSTEM, HINT_TEMPLATE
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.checker import CheckReport, FindingCode, acheck_env
 from spade.config import TrainConfig
@@ -314,8 +314,9 @@ _MODEL_KEYED = ("backend", "model", "dtype", "device", "max_context")
 scripted double or the torch trainer, whose files differ), model, dtype and device its weights and
 arithmetic, and ``max_context`` where hint prompts are cut. The other ``model`` options
 (:data:`_MODEL_UNKEYED`) only sample, and a warm start samples nothing."""
-_MODEL_UNKEYED = ("max_concurrency", "threads", "openai", "vllm", "scripted")
-"""The ``model`` options a warm start does not depend on: sampling engines' settings and runtime options."""
+_MODEL_UNKEYED = ("max_concurrency", "threads", "openai", "vllm", "scripted", "thinking")
+"""The ``model`` options a warm start does not depend on: sampling engines' settings, runtime options, and
+``thinking`` (how play prompts later turns; the imitated episodes hold no reasoning)."""
 _UNUSABLE = (OSError, EOFError, ValueError, KeyError, RuntimeError, pickle.UnpicklingError)
 """What reading a damaged or foreign entry raises: files missing (another trainer's entry) or cut, JSON or
 torch files that do not parse (torch: RuntimeError for a cut archive, UnpicklingError or EOFError for other
