@@ -129,9 +129,10 @@ class QAItem:
 
 
 def select(
-    suite: str, items: Sequence[Any], opts: EvalOptions, key: Callable[[Any], tuple[str, str]]
+    suite: str, items: Sequence[Any], opts: EvalOptions, key: Callable[[Any], tuple[str, ...]]
 ) -> list[Any]:
-    """The items ``opts.tasks`` (item ids or categories) and ``opts.limit`` select; ``key`` gives (id, category)."""
+    """The items ``opts.tasks`` and ``opts.limit`` select; ``key`` gives an item's id, category and any
+    further names it answers to."""
     chosen = list(items)
     if opts.tasks:
         wanted = set(opts.tasks)
