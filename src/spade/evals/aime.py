@@ -1,6 +1,6 @@
 """``aime``: AIME problems from a local copy (``--data PATH``), scored by the final ``\\boxed{}`` integer.
 
-Data: the AIME records as published on the model hub by AI-MO (``aimo-validation-aime``), HuggingFaceH4
+Data: the AIME datasets as published by AI-MO (``aimo-validation-aime``), HuggingFaceH4
 (``aime_2024``), MathArena (``aime_2025``) and others: JSON Lines, JSON, CSV or Parquet (a file or a folder
 of them) whose records carry the problem (``problem``, ``Problem`` or ``question``) and the integer answer
 (``answer`` or ``Answer``), optionally an id (``id``, ``ID``, ``problem_idx``) and a year (``year``), which
