@@ -37,12 +37,12 @@ if TYPE_CHECKING:
 class EvalArgs(EvalSettings):
     """Evaluate a policy on held-out suites (see docs/eval.md).
 
-    SUITES are suite names (envs, reasoning_gym, math, bfcl, code; with --data PATH: aime, gpqa_diamond, ...),
-    each optionally with its own task list: `reasoning_gym:basic_arithmetic,leg_counting`; files, folders
-    and environment names after `envs` are its environments (`spade eval envs path/to/pool`). The policy is
-    the model below (default: the embedded SmolLM2-135M on the hf backend), a run's trained policy (--run),
-    or the environments' scripted solutions (--solver, envs only). Evaluation seeds are >= 2**31; training
-    seeds are below.
+    SUITES are suite names (envs, reasoning_gym, math, bfcl, code; with --data PATH: aime, gpqa_diamond,
+    livecodebench, acebench), each optionally with its own task list:
+    `reasoning_gym:basic_arithmetic,leg_counting`; files, folders and environment names after `envs` are its
+    environments (`spade eval envs path/to/pool`). The policy is the model below (default: the embedded
+    SmolLM2-135M on the hf backend), a run's trained policy (--run), or the environments' scripted
+    solutions (--solver, envs only). Evaluation seeds are >= 2**31; training seeds are below.
     """
 
     suites: Annotated[tuple[str, ...], tyro.conf.Positional] = ()
@@ -63,8 +63,8 @@ class EvalArgs(EvalSettings):
     checkpoint: int | None = None
     """With --run: the step of a kept checkpoint instead of the latest policy (of every run)."""
     data: Path | None = None
-    """Local copy of a benchmark no package ships, for the suite that reads one (aime, gpqa_diamond, ...): a
-    file or folder in the benchmark's published format (docs/eval.md says where to get each)."""
+    """Local copy of a benchmark no package ships, for the one suite named that reads it (aime, gpqa_diamond,
+    livecodebench, acebench): a file or folder in the benchmark's published format (docs/eval.md)."""
     run_archive: Path | None = None
     """envs suite: also evaluate the accepted environments of this run's archive."""
     solver: bool = False
