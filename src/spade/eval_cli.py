@@ -24,7 +24,7 @@ from rich.console import Console
 
 from spade.config import EvalOptions, EvalSettings, ModelConfig
 from spade.evals.base import EvalError, Progress, Workload
-from spade.evals.registry import SUITES
+from spade.evals.registry import DATA_SUITES, SUITES
 
 if TYPE_CHECKING:
     from spade.evals.compare import Comparison
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 class EvalArgs(EvalSettings):
     """Evaluate a policy on held-out suites (see docs/eval.md).
 
-    SUITES are suite names (envs, reasoning_gym, math, bfcl, code), each optionally with its own task list:
+    SUITES are suite names (envs, reasoning_gym, math, bfcl, code; with --data PATH: aime, gpqa_diamond,
+    livecodebench, acebench), each optionally with its own task list:
     `reasoning_gym:basic_arithmetic,leg_counting`; files, folders and environment names after `envs` are its
     environments (`spade eval envs path/to/pool`). The policy is the model below (default: the embedded
     SmolLM2-135M on the hf backend), a run's trained policy (--run), or the environments' scripted
@@ -61,6 +62,9 @@ class EvalArgs(EvalSettings):
     as `spade compare` does; without suites, compare the runs' latest in-training evaluations."""
     checkpoint: int | None = None
     """With --run: the step of a kept checkpoint instead of the latest policy (of every run)."""
+    data: Path | None = None
+    """Local copy of a benchmark no package ships, for the one suite named that reads it (aime, gpqa_diamond,
+    livecodebench, acebench): a file or folder in the benchmark's published format (docs/eval.md)."""
     run_archive: Path | None = None
     """envs suite: also evaluate the accepted environments of this run's archive."""
     solver: bool = False
@@ -117,6 +121,13 @@ def _check(args: EvalArgs) -> None:
         raise EvalError("--episodes, --concurrency and --max-tokens must be >= 1 and --fewshot >= 0")
     if args.solver and args.run:
         raise EvalError("choose one policy: --solver or --run")
+    if args.data is not None:
+        named = [s for s in dict.fromkeys(w.partition(":")[0] for w in args.suites) if s in DATA_SUITES]
+        if len(named) != 1:
+            raise EvalError(
+                f"--data is the local copy of one benchmark: name exactly one of {', '.join(sorted(DATA_SUITES))} "
+                f"(named: {', '.join(named) or 'none'}; run the others separately)"
+            )
 
 
 @contextmanager
@@ -293,6 +304,8 @@ def _suite_options(
             params["archive"] = str(args.run_archive)
     elif args.run_archive is not None:
         raise EvalError("--run-archive applies to the envs suite only")
+    if name in DATA_SUITES and args.data is not None:
+        params["data"] = str(args.data)
     return name, dataclasses.replace(opts, tasks=tasks, params=params)
 
 

@@ -18,8 +18,15 @@ SUITES: dict[str, str] = {
     "math": "spade.evals.rg:MathSuite",
     "bfcl": "spade.evals.bfcl:BFCLSuite",
     "code": "spade.evals.code:HumanEvalSuite",
+    "aime": "spade.evals.aime:AIMESuite",
+    "gpqa_diamond": "spade.evals.gpqa:GPQADiamondSuite",
+    "livecodebench": "spade.evals.livecodebench:LiveCodeBenchSuite",
+    "acebench": "spade.evals.acebench:ACEBenchSuite",
 }
 """Every suite ``spade eval`` knows, as lazy import paths of zero-argument factories."""
+
+DATA_SUITES = frozenset({"aime", "gpqa_diamond", "livecodebench", "acebench"})
+"""Suites that read a local copy of their benchmark (``--data PATH``; docs/eval.md says where to get each)."""
 
 INSTALL_HINT = "install the evaluation extras: pip install -e '.[eval]' (or `make setup`)"
 
