@@ -63,7 +63,7 @@ def test_a_silent_phase_gets_plain_notes_off_a_terminal() -> None:
     out = io.StringIO()
     ticker = Ticker(out, idle_s=5, every_s=15, clock=lambda: now[0])
     ticker.line("sft: warm start")
-    for t in range(1, 41):  # 40 s of silence, ticked once a second
+    for t in range(1, 101):  # 100 s of silence, ticked once a second: notes further and further apart
         now[0] = float(t)
         ticker.tick()
     ticker.line("step 0: design")
@@ -71,8 +71,8 @@ def test_a_silent_phase_gets_plain_notes_off_a_terminal() -> None:
     assert lines == [
         "[    0.0s] sft: warm start",
         "[   15.0s] sft: warm start: still going (15 s)",
-        "[   30.0s] sft: warm start: still going (30 s)",
-        "[   40.0s] step 0: design",
+        "[   45.0s] sft: warm start: still going (45 s)",
+        "[  100.0s] step 0: design",
     ]
 
 

@@ -190,10 +190,11 @@ class Ticker:
     prints nothing (an engine starting, a warm start, a design being written).
 
     On a terminal the note is one line rewritten in place (a carriage return) each second and cleared by the
-    next progress line; elsewhere (a pipe, a file) it is a plain line every ``every_s`` seconds, so a log
-    grows by a few lines a minute. A background thread calls :meth:`tick` once a second between
-    :meth:`start` and :meth:`stop`; writing to a terminal that went away there is not an error (the next
-    progress line, on the caller's thread, raises it).
+    next progress line; elsewhere (a pipe, a file) it is a plain line after ``every_s`` seconds, then after
+    twice, four and at most eight times as long again, so that a phase of ten minutes adds about eight. A
+    background thread calls :meth:`tick` once a second between :meth:`start` and :meth:`stop`; writing to a
+    terminal that went away there is not an error (the next progress line, on the caller's thread, raises
+    it).
     """
 
     def __init__(
@@ -210,6 +211,7 @@ class Ticker:
         self._label = label
         self._tty = _isatty(out)
         self._shown = False  # a note stands on the terminal's last line
+        self._notes = 0  # plain notes since the last progress line
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="spade-ticker", daemon=True)
@@ -221,14 +223,15 @@ class Ticker:
             self._clear()
             self._out.write(f"[{now - self._started:7.1f}s] {text}\n")
             self._out.flush()
-            self._label, self._since, self._noted = text, now, now
+            self._label, self._since, self._noted, self._notes = text, now, now, 0
 
     def tick(self) -> None:
         """Note how long the current phase has gone on, when it has printed nothing for a while."""
         with self._lock:
             now = self._clock()
             idle = now - self._since
-            if idle < self._idle_s or (not self._tty and now - self._noted < self._every_s):
+            gap = self._every_s * 2 ** min(self._notes, 3)
+            if idle < self._idle_s or (not self._tty and now - self._noted < gap):
                 return
             note = f"[{now - self._started:7.1f}s] {self._label}: still going ({idle:.0f} s)"
             with contextlib.suppress(OSError, ValueError):
@@ -238,6 +241,7 @@ class Ticker:
                     self._shown = True
                 else:
                     self._out.write(note + "\n")
+                    self._notes += 1
                 self._out.flush()
             self._noted = now
 
