@@ -23,6 +23,7 @@ from spade.evals.code import (
     parse_params,
     pass_at_k,
 )
+from spade.evals.stats import summarise
 
 PROBLEMS = {p["task_id"]: p for p in load_problems()}
 # Problems whose prompt defines helper functions or imports the solution relies on.
@@ -65,7 +66,7 @@ def test_canonical_solutions_score_one_in_both_completion_styles() -> None:
     for answer in (whole_function, body_only):
         results = _run(ReplyPolicy(answer))
         assert [r.item_id for r in results] == list(SUBSET)
-        assert all(r.scores == (1.0,) for r in results), [r.detail["errors"] for r in results]
+        assert all(r.scores == (1.0,) for r in results), [r.detail["error_messages"] for r in results]
         assert all(r.detail["pass_at_k"] == {"1": 1.0} for r in results)
 
 
@@ -76,7 +77,8 @@ def test_wrong_solutions_score_zero() -> None:
 
     results = _run(ReplyPolicy(wrong))
     assert all(r.scores == (0.0,) for r in results)
-    assert all(r.detail["errors"][0].startswith("AssertionError") for r in results)
+    assert all(r.detail["error_messages"][0].startswith("AssertionError") for r in results)
+    assert summarise("code", results).errors == 0  # a failed test is a wrong answer, not an errored episode
 
 
 HOSTILE = {  # name: (function body, how the episode must fail)
@@ -98,7 +100,7 @@ def test_hostile_completions_are_contained_and_score_zero(name: str) -> None:
     opts = EvalOptions(tasks=("HumanEval/0",), params={"timeout_s": 1.0})
     results = asyncio.run(HumanEvalSuite().run(ReplyPolicy(lambda _: reply), opts, lambda d, t: None))
     assert results[0].scores == (0.0,)
-    assert results[0].detail["errors"][0].startswith(failure)
+    assert results[0].detail["error_messages"][0].startswith(failure)
     assert not Path("/tmp/spade-humaneval-hostile").exists()
 
 

@@ -1,5 +1,4 @@
-"""Every model reply turned into a structured value: agent actions, tool calls, environment code, edits, hints,
-verdicts.
+"""Every model reply turned into a structured value: actions, tool calls, environment code, edits, hints, verdicts.
 
 A reply's reasoning block is dropped first (:func:`strip_reasoning`); then, by purpose: the action an
 environment receives (:func:`parse_action`, the ``\\boxed{}`` rules), the environment code of a design
@@ -414,15 +413,12 @@ class ToolCallParse:
 
 
 def extract_tool_calls(text: str, tools: Sequence[ToolSchema] | None = None) -> ToolCallParse:
-    """All ``<tool_call>`` blocks of ``text``, parsed.
+    """All ``<tool_call>`` blocks of ``text``, parsed: the calls, the problems and the remaining content.
 
     Args:
         text: a model reply (reasoning already stripped, or not: blocks are found anywhere).
         tools: the tool schemas offered to the model; when given, calls to other names are errors and XML
             parameter values are converted by their declared types.
-
-    Returns:
-        The calls, the problems and the remaining content.
     """
     schemas = schemas_by_name(tools)
     calls: list[ToolCall] = []

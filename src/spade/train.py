@@ -244,8 +244,7 @@ async def _play(
     more = await plays.play_more(cfg, c, trajectories, state.step, levels=levels)
     stopping.check()
     trajectories += more
-    row["agent/extra_plays"] = float(len(more))
-    row["time/play_s"] = time.perf_counter() - t0
+    row.update({"agent/extra_plays": float(len(more)), "time/play_s": time.perf_counter() - t0})
     row.update(prefix_cache_hit_rate(engine, policy_metrics(c.policy)))  # the agent's multi-turn reuse
     failed = [t for t in trajectories if t.status is PlayStatus.MODEL_ERROR]
     if failed and len(failed) == len(trajectories):
