@@ -262,9 +262,7 @@ def _item(
             "passed": c,
             "pass_at_k": {str(k): pass_at_k(n, c, k) for k in params.k if k <= n},
             "replies": [o["reply"] for o in outcomes],
-            "errors": sum(
-                1 for o in outcomes if (o["error"] or "").startswith("model:")
-            ),  # no reply
+            "errors": sum(1 for o in outcomes if (o["error"] or "").startswith("model:")),  # no reply
             "error_messages": [o["error"] for o in outcomes],
         },
     )
