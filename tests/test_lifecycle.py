@@ -133,7 +133,15 @@ def _interrupt_at(cmd: list[str], marker: str, env: dict[str, str]) -> tuple[int
         ),
         (
             "update",
-            ["--sft.episodes", "0", "--rollout.plays-per-env", "8", "--play.max-turns", "3"],
+            [
+                "--sft.episodes",
+                "0",
+                "--rollout.plays-per-env",
+                "8",
+                "--rollout.no-fill-batch",
+                "--play.max-turns",
+                "3",
+            ],
             "step 0: update on 8 agent",
         ),
     ],

@@ -20,21 +20,19 @@ from __future__ import annotations
 import re
 
 from spade.config import EvalOptions
-from spade.evals.base import EvalError, ItemResult, Progress, Workload
+from spade.evals.base import EvalError
 from spade.evals.chat import Verdict
 from spade.evals.localdata import (
+    LocalQASuite,
     QAItem,
     Record,
     data_path,
     field_of,
     read_records,
-    run_qa,
     select,
     unique_ids,
-    workload_of,
 )
 from spade.replies import last_boxed
-from spade.types import Policy
 
 SUITE = "aime"
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -99,19 +97,12 @@ def _item(source: str, k: int, item_id: str, record: Record) -> QAItem:
     )
 
 
-class AIMESuite:
+class AIMESuite(LocalQASuite):
     """AIME from ``--data``: the last ``\\boxed{}`` integer against the answer (see the module docstring)."""
 
     name = SUITE
+    unit = "problem"
 
-    def check(self, opts: EvalOptions) -> None:
-        """Read the local copy (EvalError for a missing path, an unreadable file, missing fields)."""
-        load_items(opts)
-
-    def workload(self, opts: EvalOptions) -> Workload:
-        """The selected problems."""
-        return workload_of(len(load_items(opts)), opts, "problem")
-
-    async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
-        """One reply per episode, scored 0 or 1."""
-        return await run_qa(SUITE, load_items(opts), policy, opts, progress)
+    def items(self, opts: EvalOptions) -> list[QAItem]:
+        """The selected items of the local copy."""
+        return load_items(opts)

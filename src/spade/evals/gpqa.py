@@ -19,20 +19,18 @@ import random
 import re
 
 from spade.config import EvalOptions
-from spade.evals.base import ItemResult, Progress, Workload, eval_seed
+from spade.evals.base import eval_seed
 from spade.evals.chat import Verdict
 from spade.evals.localdata import (
+    LocalQASuite,
     QAItem,
     Record,
     data_path,
     field_of,
     read_records,
-    run_qa,
     select,
     unique_ids,
-    workload_of,
 )
-from spade.types import Policy
 
 SUITE = "gpqa_diamond"
 LETTERS = "ABCD"
@@ -97,19 +95,12 @@ def _item(where: str, item_id: str, record: Record, seed: int) -> QAItem:
     )
 
 
-class GPQADiamondSuite:
+class GPQADiamondSuite(LocalQASuite):
     """GPQA-Diamond from ``--data``: simple-evals' prompt and letter rule (see the module docstring)."""
 
     name = SUITE
+    unit = "question"
 
-    def check(self, opts: EvalOptions) -> None:
-        """Read the local copy (EvalError for a missing path, an unreadable file, missing columns)."""
-        load_items(opts)
-
-    def workload(self, opts: EvalOptions) -> Workload:
-        """The selected questions."""
-        return workload_of(len(load_items(opts)), opts, "question")
-
-    async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
-        """One reply per episode, scored 0 or 1."""
-        return await run_qa(SUITE, load_items(opts), policy, opts, progress)
+    def items(self, opts: EvalOptions) -> list[QAItem]:
+        """The selected items of the local copy."""
+        return load_items(opts)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import csv
 import functools
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from spade.config import EvalOptions
 from spade.evals.base import EvalError, ItemResult, Progress, Workload, plural
@@ -191,3 +192,28 @@ async def run_qa(
         )
         for item in items
     ]
+
+
+class LocalQASuite(ABC):
+    """A suite of one-reply questions read from ``--data``, each scored 0 or 1 by its item's judge."""
+
+    name: ClassVar[str]
+    unit: ClassVar[str]
+    """What one item is called in the workload line (``problem``, ``question``)."""
+
+    @abstractmethod
+    def items(self, opts: EvalOptions) -> list[QAItem]:
+        """The selected items of the local copy (EvalError for a missing path, an unreadable file, missing
+        fields)."""
+
+    def check(self, opts: EvalOptions) -> None:
+        """Read the local copy (see :meth:`items`)."""
+        self.items(opts)
+
+    def workload(self, opts: EvalOptions) -> Workload:
+        """The selected items."""
+        return workload_of(len(self.items(opts)), opts, self.unit)
+
+    async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
+        """One reply per episode, scored 0 or 1."""
+        return await run_qa(self.name, self.items(opts), policy, opts, progress)
