@@ -14,6 +14,7 @@ import pytest
 
 from spade import envs, stopping
 from spade.agent import Episode, play_episode
+from spade.agent_prompts import GAME_SYSTEM, RELEASED_GAME_ASK
 from spade.backends.embedded import write_tiny_model
 from spade.backends.scripted import ScriptedTrainer
 from spade.backends.template import HFChatTemplate
@@ -28,6 +29,7 @@ from spade.config import (
     TrainerConfig,
     validate,
 )
+from spade.config.types import AgentPrompt
 from spade.demos import Demo, demo_seed, record_demo
 from spade.design import designer, hints
 from spade.design.edits import apply_line_edits
@@ -75,10 +77,14 @@ def test_episodes_come_from_the_trained_skills_seeds_on_unplayed_seeds() -> None
         assert 3 <= len(demo.turns) <= LOCK.max_turns
 
 
+@pytest.mark.parametrize("prompt", ["compact", "released"])
 @pytest.mark.parametrize("hinted", [False, True])
-def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies(hinted: bool) -> None:
-    """The warm start trains on exactly the sequence the agent produces when it plays those moves (with the
-    strategy note as the hint: exactly what a hinted play of those moves produces)."""
+def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies(
+    hinted: bool, prompt: AgentPrompt
+) -> None:
+    """The warm start trains on exactly the sequence the agent produces when it plays those moves under the
+    run's ``play.agent_prompt`` (with the strategy note as the hint: exactly what a hinted play of those moves
+    produces)."""
     name = "combination_lock"
     policy = CannedPolicy([])
     hint = envs.spec(name).strategy if hinted else None
@@ -92,13 +98,17 @@ def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies(hinte
             try:
                 seed_used = demo_seed(f"sft/{name}", [cfg.seed], 0)
                 episode = Episode(name, seed_used, hint, options={"difficulty": 0})
-                traj = await play_episode(policy, env, episode, LOCK, is_tool_env=False)
+                play = dataclasses.replace(LOCK, agent_prompt=prompt)
+                traj = await play_episode(policy, env, episode, play, is_tool_env=False)
             finally:
                 await env.aclose()
             return demo, traj
 
     demo, traj = asyncio.run(run())
-    sample = sft.episode_sample(policy.template, demo, hint or "")
+    sample = sft.episode_sample(policy.template, demo, hint or "", prompt)
+    seen = policy.template.decode(sample.tokens_T)
+    assert (RELEASED_GAME_ASK in seen) == (prompt == "released")
+    assert (GAME_SYSTEM in seen) == (prompt == "compact")
     assert traj.success
     assert traj.hinted == hinted
     assert sample.tokens_T == traj.tokens_T

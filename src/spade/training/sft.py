@@ -8,10 +8,10 @@ start from the same warmed-up policy, so comparisons stay fair).
 
 Episodes are the seed games' own ``solution()`` scripts played in the sandbox at ``play.difficulty``, on
 demonstration seeds (:data:`spade.demos.DEMO_SEED_BASE` and up), which no played episode uses. Each is
-rendered exactly as the agent sees a game (system prompt, observations as user turns, ``\\boxed{action}``
-replies closed by the end-of-turn token) and trained with the policy-gradient loss at advantage 1 on the
-reply tokens only: on the trainer's single on-policy pass that is the gradient of the replies'
-log-likelihood, i.e. supervised fine-tuning. Scripts that do not win within ``play.max_turns`` are skipped
+rendered exactly as the agent sees a game (the ``play.agent_prompt`` opening, observations as user turns,
+``\\boxed{action}`` replies closed by the end-of-turn token) and trained with the policy-gradient loss at
+advantage 1 on the reply tokens only: on the trainer's single on-policy pass that is the gradient of the
+replies' log-likelihood, i.e. supervised fine-tuning. Scripts that do not win within ``play.max_turns`` are skipped
 and counted.
 
 Designer examples (``sft.designs``) are the designer's own ``lines`` prompt for a seed game of
@@ -47,10 +47,11 @@ from pathlib import Path
 from typing import Any
 
 from spade import envs, stopping
-from spade.agent_prompts import GAME_SYSTEM, HINT_TEMPLATE
+from spade.agent_prompts import HINT_TEMPLATE, opening_messages
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.checker import CheckReport, FindingCode, acheck_env
 from spade.config import TrainConfig
+from spade.config.types import AgentPrompt
 from spade.demos import Demo, demo_seed, record_demo, same_instance_demos
 from spade.design.designer import sample_tokens
 from spade.design.edits import apply_line_edits, build_line_edit_messages, excerpt_window, mechanical_edit
@@ -186,14 +187,13 @@ def design_sample(template: TurnTemplate, prompt: list[int], reply: str) -> Trai
     return TrainSample(tokens, mask, (0.0,) * len(tokens), advantage=1.0, role="designer")
 
 
-def episode_sample(template: TurnTemplate, demo: Demo, hint: str = "") -> TrainSample:
-    """One solved episode as the agent would have played it (with ``hint``: as a hinted play shows it):
-    replies carry the loss (advantage 1)."""
+def episode_sample(
+    template: TurnTemplate, demo: Demo, hint: str = "", prompt: AgentPrompt = "compact"
+) -> TrainSample:
+    """One solved episode as the agent would have played it under ``prompt`` (``play.agent_prompt``; with
+    ``hint``: as a hinted play shows it): replies carry the loss (advantage 1)."""
     first = HINT_TEMPLATE.format(observation=demo.turns[0][0], hint=hint) if hint else demo.turns[0][0]
-    messages: list[Message] = [
-        {"role": "system", "content": GAME_SYSTEM},
-        {"role": "user", "content": first},
-    ]
+    messages = opening_messages(prompt, first, is_tool_env=False)
     stream = TokenStream.from_messages(template, messages)
     end = [] if template.end_of_turn_id is None else [template.end_of_turn_id]
     for i, (_, action) in enumerate(demo.turns):
@@ -261,7 +261,10 @@ async def _examples(
         )
     hinted = cfg.sft.hinted_episodes
     notes = [envs.spec(name).strategy if i < hinted else "" for i, (name, _) in enumerate(episodes)]
-    samples = [episode_sample(template, demo, note) for (_, demo), note in zip(episodes, notes, strict=True)]
+    samples = [
+        episode_sample(template, demo, note, cfg.play.agent_prompt)
+        for (_, demo), note in zip(episodes, notes, strict=True)
+    ]
     samples += [
         design_sample(template, template.render(messages, add_generation_prompt=True), reply)
         for messages, reply in edits
