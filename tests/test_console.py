@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import subprocess
 import sys
 from pathlib import Path
 
+from scripted_run import tiny_config
+from spade.config import DesignerConfig
 from spade.console import Ticker
+from spade.train import train
 
 ENGINE = "INFO 12-05 16:04:39 [loader.py:42] Failed to load weights"
 
@@ -93,3 +97,23 @@ def test_a_silent_phase_on_a_terminal_is_one_line_rewritten_in_place() -> None:
     assert text.count("\n") == 1  # the notes never end a line
     assert "\r\033[K[    8.0s] setting up the run and starting the model: still going (8 s)" in text
     assert text.endswith("\r\033[K[    8.0s] sft: warm start\n")
+
+
+def test_the_design_phase_says_as_it_goes_what_it_checks_and_retries(tmp_path: Path) -> None:
+    """Between the regeneration's line and the play line the design phase names its parts with their counts:
+    the checks of each attempt (how many replies held no code), the retried slots, what was accepted."""
+    cfg = dataclasses.replace(tiny_config(tmp_path, "designs", steps=1), designer=DesignerConfig(
+        envs_per_regen=3, regen_interval=1, skills_per_regen=2, max_tokens=4096, attempts=2))  # fmt: skip
+    lines: list[str] = []
+    row = train(cfg, progress=lines.append).read_metrics()[0]
+    start = lines.index("step 0: design environments")
+    end = next(i for i, line in enumerate(lines) if line.startswith("step 0: play "))
+    phase = lines[start + 1 : end]
+    made, accepted = round(row["designer/envs"]), round(row["designer/valid_rate"] * row["designer/envs"])
+    assert phase[0].startswith("step 0: check 3 designs (")
+    assert phase[-1].startswith(f"step 0: {accepted} of {made} designs accepted")
+    retried = made - 3  # the mixed scripted designer writes broken and hostile sources: some slots go again
+    assert retried > 0
+    assert phase[1] == f"step 0: design {retried} rejected slot{'s' if retried > 1 else ''} again (2 of 2)"
+    assert phase[2].startswith(f"step 0: check {retried} design")
+    assert len(phase) == 4

@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spade import cluster, transcripts
 from spade.backends import make_policy
@@ -22,10 +22,13 @@ from spade.corpus import CorpusSampler, SamplerState, load_corpus
 from spade.ecosystem import remote as ecosystem_remote
 from spade.memory import Memory
 from spade.rundir import RunDir, atomic_write
-from spade.sandbox import EnvRunner, Limits
+from spade.sandbox import EnvRunner
 from spade.seeds import derive_seed
 from spade.training import make_trainer
 from spade.types import Trainer, TrainSample, Trajectory
+
+if TYPE_CHECKING:
+    from spade.modes import Mode
 
 
 @dataclass
@@ -42,6 +45,8 @@ class Components:
     """What to keep of transcripts."""
     fingerprints: Fingerprints | None = None
     """Behaviour fingerprints of archived and designed sources, played once per process (novelty metrics)."""
+    progress: Callable[[str], None] = lambda _: None
+    """Receives a line as each part of a long phase starts (the design phase's designs, checks and hints)."""
 
     @property
     def corpus(self) -> Any:
@@ -109,14 +114,21 @@ class _NoCorpus:
 
 
 @contextlib.contextmanager
-def make_components(cfg: TrainConfig, run: RunDir, *, limits: Limits, grounded: bool) -> Iterator[Components]:
+def make_components(
+    cfg: TrainConfig,
+    run: RunDir,
+    mode: Mode,
+    *,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Iterator[Components]:
     """Build every component of a run; closes the sandbox and the archive on exit.
 
     Args:
         cfg: the run's config.
         run: its run directory.
-        limits: the limits of every sandbox that plays the run's environments (the mode's).
-        grounded: whether designs draw documents from the corpus (``corpus.enabled`` in a designing mode).
+        mode: the run's mode: the limits of every sandbox that plays its environments, and whether designs
+            draw documents from the corpus (``corpus.enabled`` in a designing mode).
+        progress: receives the progress lines of long phases (:attr:`Components.progress`).
     """
     policy = BatchingPolicy(
         make_policy(cfg.model, seed=derive_seed(cfg.seed, "policy")),
@@ -125,8 +137,9 @@ def make_components(cfg: TrainConfig, run: RunDir, *, limits: Limits, grounded: 
     )
     trainer = make_trainer(cfg)
     sampler = None
-    if grounded:
+    if mode.grounded(cfg):
         sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=derive_seed(cfg.seed, "corpus"))
+    limits = mode.sandbox_limits(cfg)
     with cluster.open_runner(cfg, limits) as sandboxed, Memory.in_run_dir(run.root, cfg.memory) as memory:
         runner = ecosystem_remote.wrap_runner(cfg.pool, sandboxed)  # openenv:URL pools play on the server
-        yield Components(run, policy, trainer, runner, memory, sampler, cfg.transcripts)
+        yield Components(run, policy, trainer, runner, memory, sampler, cfg.transcripts, progress=progress)

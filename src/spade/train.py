@@ -91,7 +91,7 @@ async def _train(
         ready = False
         try:
             mode = modes.make(cfg)
-            with make_components(cfg, run, limits=mode.sandbox_limits(cfg), grounded=mode.grounded(cfg)) as c:
+            with make_components(cfg, run, mode, progress=progress) as c:
                 state = restore(cfg, run, c, mode, progress) if resume else fresh(cfg, c, mode)
                 ready = True
                 first = await _warm_start(cfg, run, c, state, progress)

@@ -79,7 +79,11 @@ async def design_phase(
     )
     tried = _Attempts()
     todo = list(slots)
-    for _ in range(d.attempts):
+    for attempt in range(d.attempts):
+        if todo and attempt:
+            c.progress(
+                f"step {step}: design {_count(todo, 'rejected slot')} again ({attempt + 1} of {d.attempts})"
+            )
         todo = await _attempt(cfg, c, todo, rng, step, tried=tried) if todo else todo
     outcomes, hint_stats = await _hint(cfg, c, tried.outcomes, step)
     if c.keep.enabled:
@@ -126,6 +130,7 @@ async def _attempt(
         c.policy, requests, params, doc_tokens=d.doc_tokens, example_chars=d.example_code_chars
     )
     t0 = time.perf_counter()
+    c.progress(f"step {step}: check {_count(designs, 'design')} ({_extract_failures(designs)})")
     reports = await check_all(cfg, c, designs, step, first=first)
     reports = await reject_unchanged(cfg, c, designs, reports, step, first=first)
     if cfg.checker.llm_review:
@@ -173,7 +178,10 @@ async def _hint(
     cfg: TrainConfig, c: Components, outcomes: list[DesignOutcome], step: int
 ) -> tuple[list[DesignOutcome], dict[str, Any]]:
     """Hint the accepted outcomes (:func:`spade.design.hints.hint_envs`) and archive each first hint."""
-    by_env, metrics = await hint_envs(cfg, c, [o.env_id for o in outcomes if o.valid], step)
+    accepted = [o.env_id for o in outcomes if o.valid]
+    then = "; write their hints" if accepted else ""
+    c.progress(f"step {step}: {len(accepted)} of {_count(outcomes, 'design')} accepted{then}")
+    by_env, metrics = await hint_envs(cfg, c, accepted, step)
     updated = []
     for o in outcomes:
         mine = by_env.get(o.env_id, [])
@@ -199,6 +207,16 @@ def fresh_only(cfg: TrainConfig, memory: Memory, designed: Sequence[DesignOutcom
     seeds = sorted(r.env_id for r in memory.records(status=EnvStatus.VALID) if r.is_seed)
     random.Random(f"{cfg.seed}/{step}/seed-fill").shuffle(seeds)
     return seeds[: cfg.designer.envs_per_regen]
+
+
+def _count(items: Sequence[Any], noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+def _extract_failures(designs: Sequence[Design]) -> str:
+    """What the design call gave: how many replies held no code to check."""
+    failed = sum(x.code is None for x in designs)
+    return f"{failed} gave no code" if failed else "all gave code"
 
 
 def _design_record(

@@ -30,7 +30,7 @@ class SelfPlay(Mode):
     """Design, check and hint environments, play them, and credit the designer for their regret."""
 
     name = "selfplay"
-    regen_line = "design"
+    regen_line = "design environments"
 
     def check_config(self, cfg: TrainConfig) -> None:
         """Hinted plays for a reward that needs them; a server for the openai backend."""
