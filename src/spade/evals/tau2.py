@@ -21,10 +21,12 @@ Ports (sierra-research/tau2-bench, MIT licence): the tools and database in :mod:
   CLI) steps or ``max_errors`` (10) failed tool calls end it unscored.
 
 The user simulator is the policy under test, with the same sampling (tau2 runs a separate user model,
-such as gpt-4.1); scores are therefore not comparable with tau2's leaderboard. Replies whose tool-call
+its default: gpt-4.1); scores are therefore not comparable with tau2's leaderboard. Replies whose tool-call
 blocks are malformed (or name an unknown tool) get an ``Error: ...`` tool result and count as failed calls,
 as a call to an unknown tool does in tau2. A failed model request ends the episode, scored 0 and counted
-in ``detail.errors``.
+in ``detail.errors``. Tasks this port cannot score (``NL_ASSERTION`` or ``ENV_ASSERTION`` in their
+``reward_basis``, or an ``initial_state``; :func:`spade.evals.tau2_eval.unscored_reason`) are left out of
+the run and counted in the workload line; ``--tasks`` takes task ids or the domain name.
 """
 
 from __future__ import annotations

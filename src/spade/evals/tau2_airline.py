@@ -223,12 +223,7 @@ class AirlineTools:
         total_price += 30 * len(people) if insurance == "yes" else 0
         total_price += 50 * reservation["nonfree_baggages"]
         self._check_payments(user, payments, total_price)
-        for payment in payments:
-            method = user["payment_methods"][payment["payment_id"]]
-            if method["source"] == "gift_card":
-                method["amount"] -= payment["amount"]
-            elif method["source"] == "certificate":
-                user["payment_methods"].pop(payment["payment_id"])
+        self._charge(user, payments)
         for day in days:
             day["available_seats"][cabin] -= len(people)
         self.db["reservations"][reservation["reservation_id"]] = reservation
@@ -273,6 +268,16 @@ class AirlineTools:
         paid = sum(p["amount"] for p in payments)
         if paid != total_price:
             raise ValueError(f"Payment amount does not add up, total price is {total_price}, but paid {paid}")
+
+    @staticmethod
+    def _charge(user: dict[str, Any], payments: list[dict[str, Any]]) -> None:
+        """Deduct gift card payments; a used certificate is gone."""
+        for payment in payments:
+            method = user["payment_methods"][payment["payment_id"]]
+            if method["source"] == "gift_card":
+                method["amount"] -= payment["amount"]
+            elif method["source"] == "certificate":
+                user["payment_methods"].pop(payment["payment_id"])
 
     def calculate(self, expression: str) -> str:
         """Arithmetic on digits, ``+ - * /``, parentheses and spaces, rounded to 2 places."""
