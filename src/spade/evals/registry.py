@@ -22,10 +22,11 @@ SUITES: dict[str, str] = {
     "gpqa_diamond": "spade.evals.gpqa:GPQADiamondSuite",
     "livecodebench": "spade.evals.livecodebench:LiveCodeBenchSuite",
     "acebench": "spade.evals.acebench:ACEBenchSuite",
+    "tau2_bench": "spade.evals.tau2:Tau2BenchSuite",
 }
 """Every suite ``spade eval`` knows, as lazy import paths of zero-argument factories."""
 
-DATA_SUITES = frozenset({"aime", "gpqa_diamond", "livecodebench", "acebench"})
+DATA_SUITES = frozenset({"aime", "gpqa_diamond", "livecodebench", "acebench", "tau2_bench"})
 """Suites that read a local copy of their benchmark (``--data PATH``; docs/eval.md says where to get each)."""
 
 INSTALL_HINT = "install the evaluation extras: pip install -e '.[eval]' (or `make setup`)"

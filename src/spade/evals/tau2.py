@@ -1,0 +1,338 @@
+"""``tau2_bench``: tau2-bench's airline domain from a local copy (``--data PATH``), agent against simulated user.
+
+Data: the domain folder as the tau2-bench repository publishes it (``data/tau2/domains/airline``):
+``db.json`` (flights, users, reservations), ``policy.md`` (the agent's policy), ``tasks.json`` (a JSON list
+of tasks) and, when present, ``split_tasks.json`` (task ids per split; ``--param split=`` picks one, default
+``base`` as tau2's ``get_tasks``). ``--data`` may also name the folder holding ``airline/``.
+
+Ports (sierra-research/tau2-bench, MIT licence): the tools and database in :mod:`spade.evals.tau2_airline`
+(``src/tau2/domains/airline/``), the task schema and reward in :mod:`spade.evals.tau2_eval`
+(``src/tau2/data_model/tasks.py``, ``src/tau2/evaluator/``), and here the conversation:
+
+- the agent (the policy under test) follows ``src/tau2/agent/llm_agent.py``: system prompt
+  ``SYSTEM_PROMPT`` (``AGENT_INSTRUCTION`` and the domain policy), the tools as OpenAI schemas rendered by
+  the policy's chat template, tool calls read from the reply with :func:`spade.replies.extract_tool_calls`;
+- the user simulator follows ``src/tau2/user/user_simulator.py``: its system prompt is
+  ``data/tau2/user_simulator/simulation_guidelines.md`` then the task's scenario in ``<scenario>``, and it
+  sees the conversation with roles flipped (its own turns as assistant, the agent's texts as user);
+- the loop follows ``src/tau2/orchestrator/orchestrator.py`` (half duplex): the agent opens with "Hi! How
+  can I help you today?"; the user's ``###STOP###``, ``###TRANSFER###`` or ``###OUT-OF-SCOPE###`` ends the
+  conversation; every message (agent, user, tool results) is a step, and ``max_steps`` (200, as tau2's
+  CLI) steps or ``max_errors`` (10) failed tool calls end it unscored.
+
+The user simulator is the policy under test, with the same sampling (tau2 runs a separate user model,
+its default: gpt-4.1); scores are therefore not comparable with tau2's leaderboard. Replies whose tool-call
+blocks are malformed (or name an unknown tool) get an ``Error: ...`` tool result and count as failed calls,
+as a call to an unknown tool does in tau2. A failed model request ends the episode, scored 0 and counted
+in ``detail.errors``. Tasks this port cannot score (``NL_ASSERTION`` or ``ENV_ASSERTION`` in their
+``reward_basis``, or an ``initial_state``; :func:`spade.evals.tau2_eval.unscored_reason`) are left out of
+the run and counted in the workload line; ``--tasks`` takes task ids or the domain name.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spade.config import EvalOptions
+from spade.evals.base import EvalError, ItemResult, Progress, Workload, plural
+from spade.evals.chat import REPLY_CHARS, gather_bounded
+from spade.evals.localdata import data_path, select
+from spade.evals.tau2_airline import TOOL_SCHEMAS, AirlineTools, db_hash, to_json_str
+from spade.evals.tau2_data import Domain, load_domain
+from spade.evals.tau2_eval import Reward, Task, Termination, evaluate, gold_db
+from spade.replies import extract_tool_calls, strip_reasoning
+from spade.types import Message, Policy, SamplingParams, ToolCall
+
+SUITE = "tau2_bench"
+MAX_STEPS = 200
+MAX_ERRORS = 10
+STOP, TRANSFER, OUT_OF_SCOPE = "###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"
+FIRST_AGENT_MESSAGE = "Hi! How can I help you today?"
+_KNOWN_PARAMS = frozenset({"data", "split", "max_steps", "max_errors"})
+
+AGENT_INSTRUCTION = """You are a customer service agent that helps the user according to the <policy> provided below.
+In each turn you can either:
+- Send a message to the user.
+- Make a tool call.
+You cannot do both at the same time.
+
+Try to be helpful and always follow the policy. Always make sure you generate valid JSON only."""
+"""``llm_agent.AGENT_INSTRUCTION``."""
+AGENT_SYSTEM = "<instructions>\n{agent_instruction}\n</instructions>\n<policy>\n{domain_policy}\n</policy>"
+"""``llm_agent.SYSTEM_PROMPT``."""
+USER_GUIDELINES = "\n".join(
+    (
+        "# User Simulation Guidelines",
+        "You are playing the role of a customer contacting a customer service representative. ",
+        "Your goal is to simulate realistic customer interactions while following specific scenario instructions.",
+        "",
+        "## Core Principles",
+        "- Generate one message at a time, maintaining natural conversation flow.",
+        "- Strictly follow the scenario instructions you have received.",
+        "- Never make up or hallucinate information not provided in the scenario instructions. Information that "
+        "is not provided in the scenario instructions should be considered unknown or unavailable.",
+        "- Avoid repeating the exact instructions verbatim. Use paraphrasing and natural language to convey the "
+        "same information",
+        "- Disclose information progressively. Wait for the agent to ask for specific information before "
+        "providing it.",
+        "",
+        "## Task Completion",
+        "- The goal is to continue the conversation until the task is complete.",
+        "- If the instruction goal is satisified, generate the '###STOP###' token to end the conversation.",
+        "- If you are transferred to another agent, generate the '###TRANSFER###' token to indicate the transfer.",
+        "- If you find yourself in a situation in which the scenario does not provide enough information for you "
+        "to continue the conversation, generate the '###OUT-OF-SCOPE###' token to end the conversation.",
+        "Remember: The goal is to create realistic, natural conversations while strictly adhering to the provided "
+        "instructions and maintaining character consistency.",
+    )
+)
+"""``data/tau2/user_simulator/simulation_guidelines.md`` (no persona guidelines: tau2's default)."""
+USER_SYSTEM = "{guidelines}\n\n<scenario>\n{instructions}\n</scenario>"
+"""``user_simulator.SYSTEM_PROMPT``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """How one conversation runs."""
+
+    sampling: SamplingParams
+    max_steps: int
+    max_errors: int
+
+
+@dataclass(slots=True)
+class Conversation:
+    """One conversation in progress: the two sides' views, the database, and what the reward reads."""
+
+    tools: AirlineTools
+    agent: list[Message]
+    user: list[Message]
+    log: list[dict[str, Any]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    steps: int = 0
+    errors: int = 0
+    termination: Termination | None = None
+    error: str = ""
+
+    def step(self, rules: Rules, *, to_env: bool = False) -> None:
+        """Count one step; off the way to the tools, apply the step and error limits (tau2 checks them
+        after every step and they override a stop in the same step)."""
+        self.steps += 1
+        if to_env:
+            return
+        if self.steps >= rules.max_steps:
+            self.termination = "max_steps"
+        if self.errors >= rules.max_errors:
+            self.termination = "too_many_errors"
+
+
+def is_stop(text: str) -> bool:
+    """``UserSimulator.is_stop``: the message holds a stop, transfer or out-of-scope token."""
+    return STOP in text or TRANSFER in text or OUT_OF_SCOPE in text
+
+
+async def _sample(
+    policy: Policy, messages: list[Message], tools: Any, rules: Rules
+) -> tuple[str, str | None]:
+    prompt = policy.template.render(messages, tools, add_generation_prompt=True)
+    completion = (await policy.sample([prompt], rules.sampling))[0]
+    if completion.finish_reason == "error":
+        return "", completion.error or "the policy returned no reply"
+    return completion.text, None
+
+
+async def user_turn(policy: Policy, system: str, talk: Conversation, agent_text: str, rules: Rules) -> str:
+    """The user simulator answers the agent's message (roles flipped, as ``UserState.flip_roles``)."""
+    talk.user.append({"role": "user", "content": agent_text})
+    text, error = await _sample(policy, [{"role": "system", "content": system}, *talk.user], None, rules)
+    if error is not None:
+        talk.termination, talk.error = "user_error", error
+        return ""
+    content = strip_reasoning(text)
+    talk.user.append({"role": "assistant", "content": content})
+    talk.agent.append({"role": "user", "content": content})
+    talk.log.append({"role": "user", "content": content[:REPLY_CHARS]})
+    if is_stop(content):
+        talk.termination = "user_stop"
+    talk.step(rules)
+    return content
+
+
+def run_tool(tools: AirlineTools, call: ToolCall) -> tuple[str, bool]:
+    """``Environment.get_response``: the tool's JSON result, or ``Error: ...`` and True when it raised."""
+    try:
+        return to_json_str(tools.use_tool(call.name, call.arguments)), False
+    except Exception as exc:  # boundary: any failure of a model-chosen call is its result, as in tau2
+        return f"Error: {exc}", True
+
+
+async def agent_turn(policy: Policy, system: str, talk: Conversation, rules: Rules) -> str:
+    """The agent replies, calling tools until it writes to the user; returns that message ('' when the
+    conversation ended meanwhile)."""
+    while talk.termination is None:
+        text, error = await _sample(
+            policy, [{"role": "system", "content": system}, *talk.agent], TOOL_SCHEMAS, rules
+        )
+        if error is not None:
+            talk.termination, talk.error = "agent_error", error
+            return ""
+        parsed = extract_tool_calls(strip_reasoning(text), list(TOOL_SCHEMAS))
+        talk.agent.append({"role": "assistant", "content": text})
+        if parsed.content:
+            talk.texts.append(parsed.content)
+        calls = [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
+        talk.log.append({"role": "assistant", "content": parsed.content[:REPLY_CHARS], "tool_calls": calls})
+        if not parsed.calls and not parsed.errors:
+            talk.step(rules)
+            return parsed.content
+        talk.step(rules, to_env=True)
+        _tool_results(talk, parsed.calls, parsed.errors)
+        talk.step(rules)
+    return ""
+
+
+def _tool_results(talk: Conversation, calls: Sequence[ToolCall], problems: Sequence[str]) -> None:
+    results = [(c.name, *run_tool(talk.tools, c)) for c in calls]
+    results += [("", f"Error: {p}", True) for p in problems]
+    talk.calls.extend(calls)
+    for k, (name, content, failed) in enumerate(results):
+        talk.errors += failed
+        call_id = calls[k].id if k < len(calls) and calls[k].id else f"call_{talk.steps}_{k}"
+        talk.agent.append({"role": "tool", "name": name, "content": content, "tool_call_id": call_id})
+        talk.log.append({"role": "tool", "name": name, "content": content[:REPLY_CHARS], "error": failed})
+
+
+async def converse(policy: Policy, domain: Domain, task: Task, rules: Rules) -> Conversation:
+    """Play one conversation of ``task`` on a fresh copy of the domain's database."""
+    agent_system = AGENT_SYSTEM.format(agent_instruction=AGENT_INSTRUCTION, domain_policy=domain.policy)
+    user_system = USER_SYSTEM.format(guidelines=USER_GUIDELINES, instructions=task.scenario)
+    talk = Conversation(
+        AirlineTools(copy.deepcopy(domain.db)), [{"role": "assistant", "content": FIRST_AGENT_MESSAGE}], []
+    )
+    talk.texts.append(FIRST_AGENT_MESSAGE)
+    talk.log.append({"role": "assistant", "content": FIRST_AGENT_MESSAGE, "tool_calls": []})
+    message = FIRST_AGENT_MESSAGE
+    while talk.termination is None:
+        await user_turn(policy, user_system, talk, message, rules)
+        if talk.termination is None:
+            message = await agent_turn(policy, agent_system, talk, rules)
+    return talk
+
+
+def replay_gold(db: dict[str, Any], action: Any) -> object:
+    """One gold action on ``db`` (``Environment.make_tool_call``; the airline domain has no user tools)."""
+    if action.requestor != "assistant":
+        raise ValueError("User tools not available")
+    return AirlineTools(db).use_tool(action.name, dict(action.arguments))
+
+
+def score(task: Task, talk: Conversation, gold_hash: str) -> Reward:
+    """tau2's reward of a finished conversation."""
+    termination = talk.termination or "max_steps"
+    return evaluate(task, termination, lambda: db_hash(talk.tools.db) == gold_hash, talk.texts, talk.calls)
+
+
+# -- the suite -------------------------------------------------------------------------------------------------
+
+
+def _whole_param(opts: EvalOptions, name: str, default: int) -> int:
+    raw = opts.params.get(name, default)
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = 0
+    if value < 1:
+        raise EvalError(f"{SUITE}: --param {name}= must be a whole number >= 1 (got {raw!r})")
+    return value
+
+
+def rules_of(opts: EvalOptions) -> Rules:
+    """The conversation rules of ``opts`` (EvalError for unknown or bad parameters)."""
+    unknown = sorted(set(opts.params) - _KNOWN_PARAMS - {"preset"})
+    if unknown:
+        raise EvalError(
+            f"{SUITE}: unknown --param {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN_PARAMS))}"
+        )
+    sampling = SamplingParams(temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
+    return Rules(
+        sampling, _whole_param(opts, "max_steps", MAX_STEPS), _whole_param(opts, "max_errors", MAX_ERRORS)
+    )
+
+
+def selected(opts: EvalOptions) -> tuple[Domain, list[Task]]:
+    """The domain and its selected, scorable tasks (EvalError when ``--tasks`` names a left-out one)."""
+    rules_of(opts)
+    domain = load_domain(SUITE, data_path(SUITE, opts), opts.params.get("split"))
+    left_out = dict(domain.left_out)
+    asked = sorted(set(opts.tasks) & set(left_out))
+    if asked:
+        raise EvalError(f"{SUITE}: task {asked[0]} is not scored by this port: {left_out[asked[0]]}")
+    tasks = select(SUITE, list(domain.tasks), opts, lambda t: (t.task_id, domain.name))
+    return domain, tasks
+
+
+class Tau2BenchSuite:
+    """tau2-bench's airline domain from ``--data`` (see the module docstring)."""
+
+    name = SUITE
+
+    def check(self, opts: EvalOptions) -> None:
+        """Read the domain folder and the parameters (EvalError naming the file or parameter)."""
+        selected(opts)
+
+    def workload(self, opts: EvalOptions) -> Workload:
+        """The selected tasks; tasks left out (NL_ASSERTION / ENV_ASSERTION / initial_state) are counted."""
+        domain, tasks = selected(opts)
+        cap = f" (--limit {opts.limit})" if opts.limit is not None else ""
+        left = f"; {len(domain.left_out)} left out as not scorable here" if domain.left_out else ""
+        return Workload.of(
+            len(tasks), f"{plural(len(tasks), 'task')} of {domain.name} from --data{cap}{left}", opts
+        )
+
+    async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
+        """Each task ``opts.episodes`` times; an episode scores tau2's reward (0 or 1)."""
+        domain, tasks = selected(opts)
+        rules = rules_of(opts)
+        gold = {t.task_id: gold_db(t, domain.db, replay_gold) for t in tasks}
+        jobs = [t for t in tasks for _ in range(opts.episodes)]
+        outcomes = await gather_bounded(
+            [functools.partial(converse, policy, domain, t, rules) for t in jobs], opts.concurrency, progress
+        )
+        by_task: dict[str, list[tuple[Conversation, Reward]]] = {}
+        for task, talk in zip(jobs, outcomes, strict=True):
+            reward = score(task, talk, db_hash(gold[task.task_id][0]))
+            by_task.setdefault(task.task_id, []).append((talk, reward))
+        return [_result(domain, t, by_task[t.task_id], gold[t.task_id][1]) for t in tasks]
+
+
+def _result(
+    domain: Domain, task: Task, episodes: list[tuple[Conversation, Reward]], gold_errors: list[str]
+) -> ItemResult:
+    return ItemResult(
+        suite=SUITE,
+        item_id=task.task_id,
+        category=domain.name,
+        scores=tuple(r.reward for _, r in episodes),
+        detail={
+            "reward_basis": list(task.criteria.reward_basis) if task.criteria else [],
+            "gold_action_errors": gold_errors,
+            "errors": sum(1 for talk, _ in episodes if talk.error),
+            "episodes": [
+                {
+                    "termination": talk.termination,
+                    "error": talk.error,
+                    "steps": talk.steps,
+                    "tool_errors": talk.errors,
+                    "reward": reward.to_dict(),
+                    "messages": json.loads(json.dumps(talk.log, default=str)),
+                }
+                for talk, reward in episodes
+            ],
+        },
+    )

@@ -1,0 +1,145 @@
+"""Reading a tau2-bench domain folder: ``db.json``, ``policy.md``, ``tasks.json`` and ``split_tasks.json``.
+
+The layout is the repository's ``data/tau2/domains/<domain>/`` (sierra-research/tau2-bench): the domain's
+``get_environment`` reads ``db.json`` into its ``FlightDB`` and ``policy.md`` as the agent's policy, and
+``get_tasks`` reads ``tasks.json`` and keeps the ids of a split in ``split_tasks.json`` (default ``base``).
+A missing file, a file that does not parse, or records outside the schema raise one :class:`EvalError`
+naming the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spade.evals.base import EvalError
+from spade.evals.tau2_airline import normalise_db
+from spade.evals.tau2_eval import Task, TaskError, parse_task, unscored_reason
+
+DOMAINS = ("airline",)
+"""Domains whose tools are ported."""
+FILES = ("db.json", "policy.md", "tasks.json")
+DEFAULT_SPLIT = "base"
+_RECORDS = {
+    "users": ("user_id", "payment_methods", "reservations"),
+    "reservations": ("reservation_id", "user_id", "flights", "passengers", "payment_history", "cabin"),
+    "flights": ("flight_number", "origin", "destination", "dates"),
+}
+"""Per table of the airline database, fields the tools rely on (checked on load)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """One domain's data, read once."""
+
+    name: str
+    policy: str
+    db: dict[str, Any]
+    """The normalised database; every conversation plays on its own copy."""
+    tasks: tuple[Task, ...]
+    """The scorable tasks of the split, in file order."""
+    left_out: tuple[tuple[str, str], ...]
+    """(task id, why) for tasks of the split this port cannot score."""
+
+
+def domain_folder(suite: str, path: Path) -> Path:
+    """``path`` itself when it is a domain folder, or its ``airline`` subfolder (``data/tau2/domains``)."""
+    if path.is_dir() and path.name not in DOMAINS:
+        for name in DOMAINS:
+            if (path / name).is_dir():
+                return path / name
+    if not path.is_dir() or path.name not in DOMAINS:
+        raise EvalError(
+            f"{suite}: --data {path} is not a tau2-bench domain folder of a ported domain ({', '.join(DOMAINS)}): "
+            "pass data/tau2/domains/airline of the tau2-bench repository"
+        )
+    for name in FILES:
+        if not (path / name).is_file():
+            raise EvalError(f"{suite}: {path} has no {name} (a tau2 domain folder holds {', '.join(FILES)})")
+    return path
+
+
+def _json(suite: str, file: Path) -> Any:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise EvalError(f"{suite}: cannot read {file}: {exc}") from None
+
+
+def _check_db(suite: str, file: Path, db: Any) -> dict[str, Any]:
+    if not isinstance(db, dict):
+        raise EvalError(
+            f"{suite}: {file} is not an airline db.json (expected an object of flights, users, reservations)"
+        )
+    for table, fields in _RECORDS.items():
+        records = db.get(table)
+        if not isinstance(records, dict):
+            raise EvalError(
+                f"{suite}: {file} has no {table!r} object (an airline db.json maps ids to records)"
+            )
+        for key, record in records.items():
+            missing = [f for f in fields if not isinstance(record, dict) or f not in record]
+            if missing:
+                raise EvalError(f"{suite}: {file}: {table} {key!r} lacks {', '.join(missing)}")
+    extra = sorted(set(db) - set(_RECORDS))
+    if extra:
+        raise EvalError(f"{suite}: {file} has fields an airline db.json has not: {', '.join(extra)}")
+    return normalise_db(db)
+
+
+def _tasks(suite: str, file: Path) -> list[Task]:
+    records = _json(suite, file)
+    if not isinstance(records, list):
+        raise EvalError(f"{suite}: {file} is not a JSON list of tasks")
+    tasks = []
+    for k, record in enumerate(records):
+        try:
+            tasks.append(parse_task(record))
+        except TaskError as exc:
+            raise EvalError(f"{suite}: {file} task {k}: {exc}") from None
+    ids = [t.task_id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise EvalError(f"{suite}: {file} repeats a task id")
+    return tasks
+
+
+def _split(suite: str, folder: Path, split: str | None) -> set[str] | None:
+    file = folder / "split_tasks.json"
+    if not file.is_file():
+        if split is not None:
+            raise EvalError(f"{suite}: --param split={split} needs {file}, which is missing")
+        return None
+    splits = _json(suite, file)
+    if not isinstance(splits, dict) or not all(isinstance(v, list) for v in splits.values()):
+        raise EvalError(f"{suite}: {file} is not an object of task-id lists")
+    name = split or DEFAULT_SPLIT
+    if name not in splits:
+        raise EvalError(f"{suite}: {file} has no split {name!r} (it has: {', '.join(sorted(splits))})")
+    return {str(i) for i in splits[name]}
+
+
+def load_domain(suite: str, path: Path, split: Any = None) -> Domain:
+    """The domain folder ``path`` (or the folder holding it), read and checked (EvalError naming the file)."""
+    folder = domain_folder(suite, path)
+    stamps = tuple((folder / n).stat().st_mtime_ns for n in FILES)
+    return _load(suite, str(folder.resolve()), None if split is None else str(split), stamps)
+
+
+@functools.lru_cache(maxsize=4)
+def _load(suite: str, name: str, split: str | None, stamps: tuple[int, ...]) -> Domain:
+    """Cached by folder, split and the files' modification times (``check``, ``workload`` and ``run`` all read)."""
+    del stamps  # only part of the cache key
+    folder = Path(name)
+    db = _check_db(suite, folder / "db.json", _json(suite, folder / "db.json"))
+    try:
+        policy = (folder / "policy.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvalError(f"{suite}: cannot read {folder / 'policy.md'}: {exc}") from None
+    keep = _split(suite, folder, split)
+    tasks = [t for t in _tasks(suite, folder / "tasks.json") if keep is None or t.task_id in keep]
+    left_out = tuple((t.task_id, why) for t in tasks if (why := unscored_reason(t)))
+    skipped = {i for i, _ in left_out}
+    return Domain(folder.name, policy, db, tuple(t for t in tasks if t.task_id not in skipped), left_out)
