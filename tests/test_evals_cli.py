@@ -11,6 +11,7 @@ import pytest
 
 from spade import envs
 from spade.config import (
+    ConfigError,
     DesignerConfig,
     EvalConfig,
     EvalOptions,
@@ -25,6 +26,7 @@ from spade.evals.base import EvalError, ItemResult
 from spade.evals.policies import PolicySource
 from spade.evals.registry import SUITES
 from spade.evals.runner import evaluate
+from spade.preflight import check_names
 from spade.rundir import RunDir
 from spade.train import train
 
@@ -168,6 +170,26 @@ def test_in_training_evaluation_rows_broken_suites_and_compare(
     table = spade("compare", str(runs[0].root), str(runs[1].root))
     assert table.returncode == 0
     assert "B − A" in table.stdout
+
+
+def test_in_training_evaluation_reads_a_local_benchmark_copy_from_eval_data(tmp_path: Path) -> None:
+    """``eval.data`` gives the suites that read a local copy their file, as `spade eval SUITE --data PATH`."""
+    aime = Path(__file__).parent / "fixtures" / "benchdata" / "aime.jsonl"
+    ev = EvalConfig(every=1, suites=("aime",), data=(f"aime={aime}",), limit=None)
+    rows = train(scripted_run_config(tmp_path, name="aime", steps=1, eval=ev)).read_metrics()
+    scored = [r for r in rows if "eval/aime/score" in r]
+    assert [r["step"] for r in scored] == [0, 1]
+    assert all(r["eval/aime/n"] == 4.0 and r["eval/aime/error"] == 0.0 for r in scored)
+    with pytest.raises(
+        ConfigError, match=r"eval.suites \['aime'\] read a local copy: give it as --eval.data"
+    ):
+        check_names(TrainConfig(eval=EvalConfig(every=1, suites=("aime",))))
+    with pytest.raises(ConfigError, match=r"eval.data names \['envs'\], which read no local copy"):
+        check_names(TrainConfig(eval=EvalConfig(every=1, data=("envs=x",))))
+    with pytest.raises(ConfigError, match=r"eval.data paths do not exist: \['aime=nowhere'\]"):
+        check_names(TrainConfig(eval=EvalConfig(every=1, suites=("aime",), data=("aime=nowhere",))))
+    with pytest.raises(ConfigError, match=r"eval.data entries are 'suite=PATH'"):
+        EvalConfig(data=("aime",)).validate()
 
 
 def test_a_runs_trained_policy_is_evaluated(tmp_path: Path) -> None:

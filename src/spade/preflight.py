@@ -100,10 +100,21 @@ def _check_backend(m: ModelConfig) -> None:
 
 
 def _check_suites(e: EvalConfig) -> None:
-    from spade.evals.registry import SUITES  # noqa: PLC0415 - names only; suites import on use
+    from spade.evals.registry import DATA_SUITES, SUITES  # noqa: PLC0415 - names only; suites import on use
 
     bad = [s for s in e.suites if s.partition(":")[0] not in SUITES]
     _require(not bad, f"eval.suites {bad} are unknown; choose from: {', '.join(SUITES)}")
+    data = e.data_paths()
+    bad = [s for s in data if s not in DATA_SUITES]
+    _require(
+        not bad, f"eval.data names {bad}, which read no local copy; those that do: {sorted(DATA_SUITES)}"
+    )
+    missing = [
+        s for s in dict.fromkeys(x.partition(":")[0] for x in e.suites) if s in DATA_SUITES - data.keys()
+    ]
+    _require(not missing, f"eval.suites {missing} read a local copy: give it as --eval.data SUITE=PATH")
+    gone = [f"{s}={p}" for s, p in data.items() if e.every and not Path(p).exists()]
+    _require(not gone, f"eval.data paths do not exist: {gone}")
 
 
 def check_runs_dir(run_dir: Path) -> None:

@@ -74,6 +74,13 @@ class EvalConfig(EvalSettings):
     """Suites, each 'name' or 'name:task1,task2' (as `spade eval`)."""
     preset: str = "default"
     """Reasoning-Gym task parameters: default, hard (the paper's A.3 table) or easy."""
+    data: tuple[str, ...] = ()
+    """Local copies of the benchmarks no package ships, each 'suite=PATH' (what `spade eval SUITE --data PATH`
+    reads; docs/eval.md says where to get each): ``--eval.data aime=data/aime_2024 gpqa_diamond=gpqa.csv``."""
+
+    def data_paths(self) -> dict[str, str]:
+        """``data`` as suite -> path."""
+        return dict(entry.split("=", 1) for entry in self.data)
 
     def validate(self) -> None:
         """Checks of the counts; the suite names are checked against the registry by
@@ -83,3 +90,7 @@ class EvalConfig(EvalSettings):
             self.episodes >= 1 and self.concurrency >= 1 and self.max_tokens >= 1,
             "eval.episodes, eval.concurrency and eval.max_tokens must be >= 1",
         )
+        bad = [d for d in self.data if not all(d.partition("=")[::2])]
+        require(not bad, f"eval.data entries are 'suite=PATH' (got {bad})")
+        suites = [d.partition("=")[0] for d in self.data]
+        require(len(set(suites)) == len(suites), f"eval.data names a suite twice: {suites}")

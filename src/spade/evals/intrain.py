@@ -37,6 +37,8 @@ def eval_options(e: EvalConfig, name: str, tasks: tuple[str, ...], play: PlayCon
         max_tokens = play.turn_tokens
     if e.preset != "default":
         params["preset"] = e.preset
+    if name in (data := e.data_paths()):
+        params["data"] = data[name]
     return EvalOptions.of(e, max_tokens=max_tokens, tasks=tasks, params=params)
 
 
