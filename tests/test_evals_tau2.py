@@ -2,7 +2,8 @@
 
 A scripted policy plays both sides: prompts holding ``<scenario>`` are the user simulator's, the others the
 agent's; each side's script is indexed by the task's marker (``TASK-n``) and by how many replies that side
-has already given in the rendered conversation.
+has already given in the rendered conversation. With ``--param user_base_url=`` the user is a loopback
+OpenAI-compatible server in a thread (``fake_user_server``), scripted the same way and recording requests.
 """
 
 from __future__ import annotations
@@ -11,16 +12,21 @@ import asyncio
 import copy
 import json
 import shutil
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from eval_policy_double import ReplyPolicy
+from spade.backends.vllm_server import free_port
 from spade.config import EvalOptions
 from spade.evals.base import EvalError, ItemResult
 from spade.evals.registry import DATA_SUITES, make_suite
-from spade.evals.tau2 import Tau2BenchSuite, replay_gold, run_tool
+from spade.evals.tau2 import FIRST_AGENT_MESSAGE, Tau2BenchSuite, replay_gold, run_tool
 from spade.evals.tau2_airline import AirlineTools, db_hash
 from spade.evals.tau2_data import load_domain
 from spade.evals.tau2_eval import gold_db
@@ -121,6 +127,7 @@ def test_right_trajectories_score_one() -> None:
     assert episode["termination"] == "user_stop"
     assert [m["role"] for m in episode["messages"]][:4] == ["assistant", "user", "assistant", "tool"]
     assert json.loads(episode["messages"][3]["content"])["reservation_id"] == "EHGLP3"
+    assert results["0"].detail["user_simulator"] == {"kind": "policy"}
 
 
 def test_wrong_trajectories_score_zero_by_the_failing_basis() -> None:
@@ -187,7 +194,9 @@ def test_selection_splits_and_the_workload_count() -> None:
     assert "tau2_bench" in DATA_SUITES
     suite = Tau2BenchSuite()
     line = suite.workload(_opts()).counted
-    assert line == "3 tasks of airline from --data; 1 left out as not scorable here"
+    assert line == (
+        "3 tasks of airline from --data; 1 left out as not scorable here; user simulator: the policy under test"
+    )
     assert sorted(_run(scripted(RIGHT), params={"split": "train"})) == ["0", "1"]
     assert sorted(_run(scripted(RIGHT), tasks=("2",))) == ["2"]
     with pytest.raises(
@@ -285,3 +294,154 @@ def test_data_path_forms(tmp_path: Path) -> None:
         Tau2BenchSuite().check(_opts(params={"data": str(tmp_path / "retail")}))
     with pytest.raises(EvalError, match="pass --data PATH"):
         Tau2BenchSuite().check(EvalOptions())
+
+
+# -- a separate user model on an OpenAI-compatible server ------------------------------------------------------
+
+Request = dict[str, Any]
+
+
+@contextmanager
+def fake_user_server(answer: Callable[[list[Request]], str]) -> Iterator[tuple[str, list[Request]]]:
+    """A loopback OpenAI-compatible server in a thread: ``/chat/completions`` answers ``answer(messages)``;
+    yields (base URL, the requests it took, each with its Authorization header)."""
+    requests: list[Request] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            del format, args
+
+        def _send(self, data: dict[str, Any]) -> None:
+            body = json.dumps(data).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._send({"data": [{"id": "fake-user"}]})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            requests.append({**body, "path": self.path, "authorization": self.headers.get("Authorization")})
+            message = {"role": "assistant", "content": answer(body["messages"])}
+            self._send({"choices": [{"index": 0, "finish_reason": "stop", "message": message}]})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+SERVER_USER: Scripts = {
+    "TASK-0": ["[server] TASK-0: cancel EHGLP3, emma_kim_9957", "[server] yes", "[server] ###STOP###"],
+    "TASK-1": ["[server] TASK-1: gift card balance? emma_kim_9957", "[server] bye ###STOP###"],
+    "TASK-2": ["[server] TASK-2: a bag on Q69X3R, raj_sanchez_7340", "[server] yes", "[server] ###STOP###"],
+}
+DEAD = {"user_base_url": "http://127.0.0.1:9/v1", "user_model": "m"}
+
+
+def server_user(messages: list[Request]) -> str:
+    """The scripted user model: the probe gets 'ok'; a conversation, its task's next line."""
+    if messages[0]["role"] != "system":
+        return "ok"
+    assert "<scenario>" in messages[0]["content"]
+    marker = next(m for m in SERVER_USER if m in messages[0]["content"])
+    return SERVER_USER[marker][sum(1 for m in messages if m["role"] == "assistant")]
+
+
+def _user_params(url: str, **more: str) -> dict[str, str]:
+    return {"user_base_url": url, "user_model": "fake-user-model", **more}
+
+
+@pytest.mark.timeout(60)
+def test_a_user_server_plays_the_user_and_the_policy_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TAU2_TEST_USER_KEY", "sekret")
+    policy = scripted(RIGHT)  # its own user lines (USER) would show if it were asked to play the user
+    with fake_user_server(server_user) as (url, requests):
+        params = _user_params(url, user_api_key_env="TAU2_TEST_USER_KEY")
+        line = Tau2BenchSuite().workload(_opts(params=params)).counted
+        results = _run(policy, params=params)
+    assert line.endswith(f"; user simulator: fake-user-model at {url} (temperature 0)")
+    assert all(r.scores == (1.0,) for r in results.values()), {k: _reward(r) for k, r in results.items()}
+    # (1) the user's turns are the server's, and the policy never rendered a user-simulator prompt
+    for task_id, result in results.items():
+        said = [m["content"] for m in result.detail["episodes"][0]["messages"] if m["role"] == "user"]
+        assert said == SERVER_USER[f"TASK-{task_id}"]
+        assert result.detail["user_simulator"] == {
+            "kind": "server", "model": "fake-user-model", "base_url": url, "temperature": 0.0,
+            "api_key_env": "TAU2_TEST_USER_KEY",
+        }  # fmt: skip
+    assert policy.prompts
+    assert not any("<scenario>" in p for p in policy.prompts)
+    probe, *turns = requests
+    assert probe["messages"] == [{"role": "user", "content": "Hi"}]
+    assert probe["max_tokens"] == 1
+    assert len(turns) == sum(len(v) for v in SERVER_USER.values())
+    for sent in requests:
+        assert (sent["path"], sent["model"], sent["authorization"]) == (
+            "/v1/chat/completions", "fake-user-model", "Bearer sekret",
+        )  # fmt: skip
+    for sent in turns:  # roles flipped: the agent's greeting is the user model's "user" message; no tools
+        assert sent["messages"][1] == {"role": "user", "content": FIRST_AGENT_MESSAGE}
+        assert sent["temperature"] == 0.0
+        assert "tools" not in sent
+    # (2) the agent's side is the policy's script, tool calls included
+    agent = [m for m in results["2"].detail["episodes"][0]["messages"] if m["role"] == "assistant"]
+    assert [m["tool_calls"][0]["name"] for m in agent if m["tool_calls"]] == [
+        "get_reservation_details",
+        "update_reservation_baggages",
+    ]
+    assert agent[-1]["content"] == RIGHT["TASK-2"][-1]
+
+
+@pytest.mark.timeout(60)
+def test_user_temperature_reaches_the_user_server() -> None:
+    with fake_user_server(server_user) as (url, requests):
+        result = _run(scripted(RIGHT), tasks=("1",), params=_user_params(url, user_temperature="0.7"))["1"]
+    assert result.scores == (1.0,)
+    assert [r["temperature"] for r in requests] == [0.0, 0.7, 0.7]  # the probe is greedy
+
+
+@pytest.mark.timeout(60)
+def test_an_unreachable_user_server_is_one_line_before_any_conversation() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    opts = _opts(params=_user_params(url))
+    with pytest.raises(
+        EvalError, match=r"the user simulator cannot answer \(fake-user-model at .*ConnectError"
+    ):
+        Tau2BenchSuite().check(opts)
+    policy = scripted(RIGHT)
+    with pytest.raises(EvalError, match="the user simulator cannot answer") as caught:
+        asyncio.run(Tau2BenchSuite().run(policy, opts, lambda d, t: None))  # run() probes without check()
+    assert "\n" not in str(caught.value)
+    assert url in str(caught.value)
+    assert policy.prompts == []  # no episode started
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"user_model": "m"}, r"--param user_model needs --param user_base_url="),
+        ({"user_base_url": DEAD["user_base_url"]}, r"needs --param user_model=NAME"),
+        ({"user_base_url": "ftp://x", "user_model": "m"}, r"is not an http\(s\) URL"),
+        ({"user_api_key": "sk-123"}, r"no API key on the command line"),
+        ({**DEAD, "user_temperature": "hot"}, r"user_temperature= must be a number >= 0"),
+        (
+            {**DEAD, "user_api_key_env": "TAU2_UNSET_KEY"},
+            r"variable TAU2_UNSET_KEY \(--param user_api_key_env\)",
+        ),
+    ],
+)
+def test_bad_user_params_are_one_clear_error(
+    params: dict[str, str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TAU2_UNSET_KEY", raising=False)
+    with pytest.raises(EvalError, match=message):
+        Tau2BenchSuite().check(_opts(params=params))

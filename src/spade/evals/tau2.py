@@ -20,17 +20,21 @@ Ports (sierra-research/tau2-bench, MIT licence): the tools and database in :mod:
   conversation; every message (agent, user, tool results) is a step, and ``max_steps`` (200, as tau2's
   CLI) steps or ``max_errors`` (10) failed tool calls end it unscored.
 
-The user simulator is the policy under test, with the same sampling (tau2 runs a separate user model,
-its default: gpt-4.1); scores are therefore not comparable with tau2's leaderboard. Replies whose tool-call
-blocks are malformed (or name an unknown tool) get an ``Error: ...`` tool result and count as failed calls,
-as a call to an unknown tool does in tau2. A failed model request ends the episode, scored 0 and counted
-in ``detail.errors``. Tasks this port cannot score (``NL_ASSERTION`` or ``ENV_ASSERTION`` in their
-``reward_basis``, or an ``initial_state``; :func:`spade.evals.tau2_eval.unscored_reason`) are left out of
-the run and counted in the workload line; ``--tasks`` takes task ids or the domain name.
+By default the user simulator is the policy under test, with the same sampling; tau2 runs a separate user
+model (its default: gpt-4.1 at temperature 0), so such scores are not comparable with tau2's leaderboard.
+``--param user_base_url= --param user_model=`` (:mod:`spade.evals.tau2_user`) put the user on a separate
+model served by an OpenAI-compatible server; the workload line and each item's ``detail.user_simulator``
+say which user played. Replies whose tool-call blocks are malformed (or name an unknown tool) get an
+``Error: ...`` tool result and count as failed calls, as a call to an unknown tool does in tau2. A failed
+model request (agent or user) ends the episode, scored 0 and counted in ``detail.errors``. Tasks this port
+cannot score (``NL_ASSERTION`` or ``ENV_ASSERTION`` in their ``reward_basis``, or an ``initial_state``;
+:func:`spade.evals.tau2_eval.unscored_reason`) are left out of the run and counted in the workload line;
+``--tasks`` takes task ids or the domain name.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import json
@@ -45,6 +49,15 @@ from spade.evals.localdata import data_path, select
 from spade.evals.tau2_airline import TOOL_SCHEMAS, AirlineTools, db_hash, to_json_str
 from spade.evals.tau2_data import Domain, load_domain
 from spade.evals.tau2_eval import Reward, Task, Termination, evaluate, gold_db
+from spade.evals.tau2_user import (
+    POLICY_USER,
+    USER_PARAMS,
+    UserServer,
+    UserSimulator,
+    make_user,
+    probe,
+    user_server,
+)
 from spade.replies import extract_tool_calls, strip_reasoning
 from spade.types import Message, Policy, SamplingParams, ToolCall
 
@@ -53,7 +66,7 @@ MAX_STEPS = 200
 MAX_ERRORS = 10
 STOP, TRANSFER, OUT_OF_SCOPE = "###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"
 FIRST_AGENT_MESSAGE = "Hi! How can I help you today?"
-_KNOWN_PARAMS = frozenset({"data", "split", "max_steps", "max_errors"})
+_KNOWN_PARAMS = frozenset({"data", "split", "max_steps", "max_errors"}) | USER_PARAMS
 
 AGENT_INSTRUCTION = """You are a customer service agent that helps the user according to the <policy> provided below.
 In each turn you can either:
@@ -147,10 +160,12 @@ async def _sample(
     return completion.text, None
 
 
-async def user_turn(policy: Policy, system: str, talk: Conversation, agent_text: str, rules: Rules) -> str:
+async def user_turn(
+    user: UserSimulator, system: str, talk: Conversation, agent_text: str, rules: Rules
+) -> str:
     """The user simulator answers the agent's message (roles flipped, as ``UserState.flip_roles``)."""
     talk.user.append({"role": "user", "content": agent_text})
-    text, error = await _sample(policy, [{"role": "system", "content": system}, *talk.user], None, rules)
+    text, error = await user.reply([{"role": "system", "content": system}, *talk.user])
     if error is not None:
         talk.termination, talk.error = "user_error", error
         return ""
@@ -208,8 +223,10 @@ def _tool_results(talk: Conversation, calls: Sequence[ToolCall], problems: Seque
         talk.log.append({"role": "tool", "name": name, "content": content[:REPLY_CHARS], "error": failed})
 
 
-async def converse(policy: Policy, domain: Domain, task: Task, rules: Rules) -> Conversation:
-    """Play one conversation of ``task`` on a fresh copy of the domain's database."""
+async def converse(
+    policy: Policy, user: UserSimulator, domain: Domain, task: Task, rules: Rules
+) -> Conversation:
+    """Play one conversation of ``task`` (the agent: ``policy``) on a fresh copy of the domain's database."""
     agent_system = AGENT_SYSTEM.format(agent_instruction=AGENT_INSTRUCTION, domain_policy=domain.policy)
     user_system = USER_SYSTEM.format(guidelines=USER_GUIDELINES, instructions=task.scenario)
     talk = Conversation(
@@ -219,7 +236,7 @@ async def converse(policy: Policy, domain: Domain, task: Task, rules: Rules) -> 
     talk.log.append({"role": "assistant", "content": FIRST_AGENT_MESSAGE, "tool_calls": []})
     message = FIRST_AGENT_MESSAGE
     while talk.termination is None:
-        await user_turn(policy, user_system, talk, message, rules)
+        await user_turn(user, user_system, talk, message, rules)
         if talk.termination is None:
             message = await agent_turn(policy, agent_system, talk, rules)
     return talk
@@ -254,6 +271,7 @@ def _whole_param(opts: EvalOptions, name: str, default: int) -> int:
 
 def rules_of(opts: EvalOptions) -> Rules:
     """The conversation rules of ``opts`` (EvalError for unknown or bad parameters)."""
+    user_server(SUITE, opts)
     unknown = sorted(set(opts.params) - _KNOWN_PARAMS - {"preset"})
     if unknown:
         raise EvalError(
@@ -282,37 +300,74 @@ class Tau2BenchSuite:
 
     name = SUITE
 
+    def __init__(self) -> None:
+        self._probed: set[UserServer] = set()
+
     def check(self, opts: EvalOptions) -> None:
-        """Read the domain folder and the parameters (EvalError naming the file or parameter)."""
+        """Read the domain folder and the parameters (EvalError naming the file or parameter); probe the user
+        server, when one is given, so that a dead one fails before the policy is loaded."""
         selected(opts)
+        server = user_server(SUITE, opts)
+        if server is not None and not _loop_running():
+            asyncio.run(self._probe(server))
+
+    async def _probe(self, server: UserServer) -> None:
+        if server not in self._probed:
+            await probe(SUITE, server)
+            self._probed.add(server)
 
     def workload(self, opts: EvalOptions) -> Workload:
-        """The selected tasks; tasks left out (NL_ASSERTION / ENV_ASSERTION / initial_state) are counted."""
+        """The selected tasks; tasks left out (NL_ASSERTION / ENV_ASSERTION / initial_state) are counted;
+        and who plays the user."""
         domain, tasks = selected(opts)
         cap = f" (--limit {opts.limit})" if opts.limit is not None else ""
         left = f"; {len(domain.left_out)} left out as not scorable here" if domain.left_out else ""
+        server = user_server(SUITE, opts)
+        user = f"; user simulator: {server.label() if server else POLICY_USER}"
         return Workload.of(
-            len(tasks), f"{plural(len(tasks), 'task')} of {domain.name} from --data{cap}{left}", opts
+            len(tasks), f"{plural(len(tasks), 'task')} of {domain.name} from --data{cap}{left}{user}", opts
         )
 
     async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
         """Each task ``opts.episodes`` times; an episode scores tau2's reward (0 or 1)."""
         domain, tasks = selected(opts)
         rules = rules_of(opts)
+        server = user_server(SUITE, opts)
+        if server is not None:
+            await self._probe(server)  # before any conversation (check() could not when a loop was running)
         gold = {t.task_id: gold_db(t, domain.db, replay_gold) for t in tasks}
         jobs = [t for t in tasks for _ in range(opts.episodes)]
-        outcomes = await gather_bounded(
-            [functools.partial(converse, policy, domain, t, rules) for t in jobs], opts.concurrency, progress
-        )
+        user = make_user(server, policy, rules.sampling, opts)
+        try:
+            outcomes = await gather_bounded(
+                [functools.partial(converse, policy, user, domain, t, rules) for t in jobs],
+                opts.concurrency,
+                progress,
+            )
+        finally:
+            await user.aclose()
         by_task: dict[str, list[tuple[Conversation, Reward]]] = {}
         for task, talk in zip(jobs, outcomes, strict=True):
             reward = score(task, talk, db_hash(gold[task.task_id][0]))
             by_task.setdefault(task.task_id, []).append((talk, reward))
-        return [_result(domain, t, by_task[t.task_id], gold[t.task_id][1]) for t in tasks]
+        who = user.describe()
+        return [_result(domain, t, by_task[t.task_id], gold[t.task_id][1], who) for t in tasks]
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _result(
-    domain: Domain, task: Task, episodes: list[tuple[Conversation, Reward]], gold_errors: list[str]
+    domain: Domain,
+    task: Task,
+    episodes: list[tuple[Conversation, Reward]],
+    gold_errors: list[str],
+    user: dict[str, Any],
 ) -> ItemResult:
     return ItemResult(
         suite=SUITE,
@@ -322,6 +377,7 @@ def _result(
         detail={
             "reward_basis": list(task.criteria.reward_basis) if task.criteria else [],
             "gold_action_errors": gold_errors,
+            "user_simulator": user,
             "errors": sum(1 for talk, _ in episodes if talk.error),
             "episodes": [
                 {
