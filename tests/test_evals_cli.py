@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tyro
 
 from spade import envs
 from spade.config import (
@@ -21,7 +22,7 @@ from spade.config import (
     ScriptedConfig,
     TrainConfig,
 )
-from spade.eval_cli import suite_selections
+from spade.eval_cli import EvalArgs, options, suite_selections
 from spade.evals.base import EvalError, ItemResult
 from spade.evals.policies import PolicySource
 from spade.evals.registry import SUITES
@@ -82,6 +83,14 @@ def test_readable_table_says_when_a_suite_measures_nothing(tmp_path: Path) -> No
     assert out.returncode == 0, out.stderr
     assert "envs" in out.stdout
     assert "score" in out.stdout
+
+
+def test_params_after_one_flag_and_from_repeated_flags_add_up() -> None:
+    args = tyro.cli(
+        EvalArgs,
+        args=["math", "--param", "a=1", "b=x", "--preset", "hard", "--param", "c=[2]", "--param", "a=3"],
+    )
+    assert options(args).params == {"preset": "hard", "a": 3, "b": "x", "c": [2]}
 
 
 def test_envs_takes_the_files_folders_and_names_that_follow_it(tmp_path: Path) -> None:

@@ -51,9 +51,9 @@ class EvalArgs(EvalSettings):
     """Comma-separated tasks for suites named without their own list (RG tasks, env names, files, folders)."""
     preset: str = "default"
     """Reasoning-Gym task parameters: default (package defaults), hard (the paper's A.3 table), easy."""
-    param: tuple[str, ...] = ()
+    param: Annotated[tuple[tuple[str, ...], ...], tyro.conf.UseAppendAction] = ()
     """Task parameters KEY=VALUE (JSON values); `task.KEY=VALUE` for one task; envs: difficulty, action_mode,
-    max_turns, context_tokens, demos."""
+    max_turns, context_tokens, demos. Several after one flag or the flag repeated: both add up."""
     top_p: float = EvalOptions().top_p
     """Sampling nucleus (1.0: off)."""
     run: Annotated[tuple[Path, ...], tyro.conf.UseAppendAction] = ()
@@ -108,7 +108,7 @@ def parse_param(text: str) -> tuple[str, Any]:
 def options(args: EvalArgs) -> EvalOptions:
     """The evaluation options an invocation asks for."""
     params: dict[str, Any] = {"preset": args.preset} if args.preset != "default" else {}
-    params.update(parse_param(p) for p in args.param)
+    params.update(parse_param(p) for group in args.param for p in group)
     return EvalOptions.of(
         args, top_p=args.top_p, tasks=tuple(t for t in args.tasks.split(",") if t), params=params
     )
