@@ -3,7 +3,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup train test lint
+.PHONY: setup train test test-rehearsal lint
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -52,3 +52,8 @@ lint:
 
 test: setup lint
 	$(BIN)/pytest -n 2
+
+# The GPU path rehearsed on CPU in its short form (docs/scaling.md): two vLLM servers, two training ranks
+# and Ray at once, so alone, after the suite.
+test-rehearsal: setup
+	SPADE_REHEARSAL=1 $(BIN)/pytest -n 0 tests/test_rehearse.py
