@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from spade.errors import SpadeError
 from spade.types import ToolCall
 
 REWARD_TYPES = ("DB", "ENV_ASSERTION", "NL_ASSERTION", "ACTION", "COMMUNICATE")
@@ -38,7 +39,7 @@ Termination = Literal["user_stop", "agent_stop", "max_steps", "too_many_errors",
 """How a conversation ended (tau2's ``TerminationReason``); only the first two are scored."""
 
 
-class TaskError(ValueError):
+class TaskError(SpadeError, ValueError):
     """A task record is not in tau2's schema (the message says which field)."""
 
 
