@@ -249,6 +249,10 @@ def test_ported_tool_rules() -> None:
         False,
     )
     assert run_tool(tools, ToolCall("nope", {})) == ("Error: Tool 'nope' not found.", True)
+    bags = tools.use_tool("update_reservation_baggages", {**BAG, "total_baggages": 3, "nonfree_baggages": 2})
+    assert bags["payment_history"][1:] == [{"payment_id": "credit_card_3333333", "amount": 100}]  # $50 a bag
+    same = tools.use_tool("update_reservation_baggages", {**BAG, "total_baggages": 3, "nonfree_baggages": 2})
+    assert len(same["payment_history"]) == 2  # nothing added: nothing charged
 
 
 def _copy(tmp_path: Path) -> Path:

@@ -169,9 +169,10 @@ class AirlineTools:
                 )
         return results
 
-    def _payment_for_update(
-        self, user: dict[str, Any], payment_id: str, total_price: int
-    ) -> dict[str, Any] | None:
+    def _pay_for_update(
+        self, reservation: dict[str, Any], user: dict[str, Any], payment_id: str, total_price: int
+    ) -> None:
+        """Charge (or refund, below zero) an update to the reservation's payment history."""
         if payment_id not in user["payment_methods"]:
             raise ValueError("Payment method not found")
         method = user["payment_methods"][payment_id]
@@ -181,7 +182,8 @@ class AirlineTools:
             raise ValueError("Gift card balance is not enough")
         if method["source"] == "gift_card":
             method["amount"] -= total_price
-        return {"payment_id": payment_id, "amount": total_price} if total_price != 0 else None
+        if total_price != 0:
+            reservation["payment_history"].append({"payment_id": payment_id, "amount": total_price})
 
     def book_reservation(
         self,
@@ -354,9 +356,7 @@ class AirlineTools:
         reservation = self._get_reservation(reservation_id)
         user = self._get_user(reservation["user_id"])
         total_price = 50 * max(0, nonfree_baggages - reservation["nonfree_baggages"])
-        payment = self._payment_for_update(user, payment_id, total_price)
-        if payment is not None:
-            reservation["payment_history"].append(payment)
+        self._pay_for_update(reservation, user, payment_id, total_price)
         reservation["total_baggages"] = total_baggages
         reservation["nonfree_baggages"] = nonfree_baggages
         return reservation
@@ -388,9 +388,7 @@ class AirlineTools:
             total_price += kept["price"] * people
             new_flights.append(kept)
         total_price -= sum(f["price"] for f in reservation["flights"]) * people
-        payment = self._payment_for_update(user, payment_id, total_price)
-        if payment is not None:
-            reservation["payment_history"].append(payment)
+        self._pay_for_update(reservation, user, payment_id, total_price)
         reservation["flights"] = new_flights
         reservation["cabin"] = cabin
         return reservation
