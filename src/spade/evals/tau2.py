@@ -55,6 +55,7 @@ from spade.evals.tau2_user import (
     UserServer,
     UserSimulator,
     make_user,
+    policy_reply,
     probe,
     user_server,
 )
@@ -150,16 +151,6 @@ def is_stop(text: str) -> bool:
     return STOP in text or TRANSFER in text or OUT_OF_SCOPE in text
 
 
-async def _sample(
-    policy: Policy, messages: list[Message], tools: Any, rules: Rules
-) -> tuple[str, str | None]:
-    prompt = policy.template.render(messages, tools, add_generation_prompt=True)
-    completion = (await policy.sample([prompt], rules.sampling))[0]
-    if completion.finish_reason == "error":
-        return "", completion.error or "the policy returned no reply"
-    return completion.text, None
-
-
 async def user_turn(
     user: UserSimulator, system: str, talk: Conversation, agent_text: str, rules: Rules
 ) -> str:
@@ -191,8 +182,8 @@ async def agent_turn(policy: Policy, system: str, talk: Conversation, rules: Rul
     """The agent replies, calling tools until it writes to the user; returns that message ('' when the
     conversation ended meanwhile)."""
     while talk.termination is None:
-        text, error = await _sample(
-            policy, [{"role": "system", "content": system}, *talk.agent], TOOL_SCHEMAS, rules
+        text, error = await policy_reply(
+            policy, [{"role": "system", "content": system}, *talk.agent], TOOL_SCHEMAS, rules.sampling
         )
         if error is not None:
             talk.termination, talk.error = "agent_error", error

@@ -124,6 +124,17 @@ class UserSimulator(Protocol):
         ...
 
 
+async def policy_reply(
+    policy: Policy, messages: list[Message], tools: Any, sampling: SamplingParams
+) -> tuple[str, str | None]:
+    """One sample of ``policy`` on ``messages`` rendered by its chat template with ``tools``, or ('', error)."""
+    prompt = policy.template.render(messages, tools, add_generation_prompt=True)
+    completion = (await policy.sample([prompt], sampling))[0]
+    if completion.finish_reason == "error":
+        return "", completion.error or "the policy returned no reply"
+    return completion.text, None
+
+
 class PolicyUser:
     """The policy under test plays the user: the conversation rendered by its chat template and sampled."""
 
@@ -132,11 +143,7 @@ class PolicyUser:
 
     async def reply(self, messages: list[Message]) -> tuple[str, str | None]:
         """One sample of the policy on the rendered conversation."""
-        prompt = self.policy.template.render(messages, None, add_generation_prompt=True)
-        completion = (await self.policy.sample([prompt], self.sampling))[0]
-        if completion.finish_reason == "error":
-            return "", completion.error or "the policy returned no reply"
-        return completion.text, None
+        return await policy_reply(self.policy, messages, None, self.sampling)
 
     def describe(self) -> dict[str, Any]:
         """``{"kind": "policy"}``."""
