@@ -217,6 +217,28 @@ def test_a_run_ended_by_force_after_ctrl_c_is_recorded_as_stopped(tmp_path: Path
 # -- 2. a dead model server is refused at start; an outage mid-run stops the run ---------------------------
 
 
+BUSY_STREAM = """
+import io, sys
+from spade.stopping import exit_now
+
+class Busy(io.TextIOWrapper):
+    def write(self, text):  # as a buffer whose write a signal handler interrupted
+        raise RuntimeError("reentrant call inside <_io.BufferedWriter name=2>")
+
+exit_now(130, "SIGINT again: ending now.", console=Busy(open(2, "wb", closefd=False)))
+"""
+
+
+def test_the_forced_exit_message_gets_out_when_a_signal_interrupted_a_write_to_the_console() -> None:
+    """A second Ctrl-C can arrive while the first one's line is being written: the stream refuses the
+    reentrant write, so the message goes straight to the file and the exit code stays the signal's."""
+    done = subprocess.run(
+        [sys.executable, "-c", BUSY_STREAM], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "SIGINT again: ending now.\n"
+
+
 def test_dead_server_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     out = spade("train", "--model.backend", "openai", "--model.openai.base-urls", url, "--steps", "1",

@@ -98,11 +98,21 @@ def exit_now(code: int, message: str = "", *, console: TextIO | None = None) -> 
     process without interpreter teardown."""
     with contextlib.suppress(OSError, ValueError):
         if message:
-            (console or sys.stderr).write(message + "\n")
+            _write(console or sys.stderr, message + "\n")
         for stream in (console, sys.stdout, sys.stderr):
             if stream is not None:
-                stream.flush()
+                with contextlib.suppress(RuntimeError):  # a write to it was interrupted: see _write
+                    stream.flush()
     os._exit(code)
+
+
+def _write(stream: TextIO, text: str) -> None:
+    """``text`` to ``stream``, or straight to its file when a signal handler interrupted a write to the same
+    stream (a second Ctrl-C while the first one's line is written: its buffer refuses a reentrant call)."""
+    try:
+        stream.write(text)
+    except RuntimeError:
+        os.write(stream.fileno(), text.encode())
 
 
 @contextlib.contextmanager
