@@ -8,6 +8,7 @@ import importlib.util
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -192,10 +193,28 @@ class _KillsAWorker:
 
                 names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
                 name = sorted(n for n in names if n.startswith("spade-worker-"))[-1]
-                ray.kill(ray.get_actor(name))
+                handle = ray.get_actor(name)
+                ray.kill(handle)
+                _wait_until_dead(handle)  # the kill lands asynchronously: on a busy machine, after the step
                 self.killed.append(name)
         result: list[Completion] = await self.inner.sample(prompts, params)
         return result
+
+
+def _wait_until_dead(handle: Any, attempts: int = 600) -> None:
+    """Block until calls on the killed actor fail, so the open plays meet a dead worker in this step."""
+    import ray  # noqa: PLC0415
+    from ray.exceptions import GetTimeoutError, RayActorError  # noqa: PLC0415
+
+    for _ in range(attempts):
+        try:
+            ray.get(handle.node_id.remote(), timeout=1.0)
+        except RayActorError:
+            return
+        except GetTimeoutError:
+            continue
+        time.sleep(0.1)  # it answered: the kill has not landed yet
+    raise AssertionError("the killed worker still answers")
 
 
 def _stable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
