@@ -32,19 +32,19 @@ from spade.types import CorpusDoc, Message
 
 
 def first_request(cfg: TrainConfig, folder: Path) -> Any:
-    """The DesignRequest of step 0, slot 0, built by the loop's own ``request.design_request``."""
+    """The DesignRequest of step 0, slot 0, built by the loop's own ``request.Requests``."""
     d = cfg.designer
     with Memory.in_run_dir(folder, cfg.memory) as memory:
         memory.warm_start(seed_sources(d.setting))
         sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=cfg.seed) if cfg.corpus.enabled else None
-        c: Any = type("C", (), {"memory": memory, "sampler": sampler})()
+        requests = request.Requests(d, memory, sampler, steer=cfg.memory.enabled)
         rng = random.Random(f"{cfg.seed}/0/design")
         skills = list(d.skills) or None
         slot = request.plan_slots(
             skills or list(_skills(d.setting)), d.skills_per_regen, 0, d.envs_per_regen,
             edit_fraction=d.edit_fraction, rng=rng,
         )[0]  # fmt: skip
-        return request.design_request(cfg, c, slot, rng, slot.index)
+        return requests.make(slot, rng, slot.index)
 
 
 def _skills(setting: str) -> dict[str, str]:

@@ -262,32 +262,38 @@ def _episode(policy: str, won: bool) -> Episode:
     return Episode(policy, 0, "start", (last,))
 
 
+def _won(ep: Episode) -> bool:
+    return ep.won(WinRule().success_threshold, WinRule().return_mode)
+
+
 def test_random_play_that_wins_too_often_is_an_exploit() -> None:
-    cfg = CheckerConfig(exploit_max_success=0.2)
+    limits = {"won": _won, "max_success": 0.2, "min_wins": CheckerConfig().exploit_min_wins}
     groups = {"random": [_episode("random", w) for w in (True, False, False, True)], "constant": []}
-    found, stats = exploit_findings(groups, cfg)
+    found, stats = exploit_findings(groups, **limits)
     assert [f.code for f in found] == [FindingCode.EXPLOITABLE_RANDOM]
     assert stats["random_win_rate"] == 0.5
     groups["random"] = [_episode("random", w) for w in (True, False, False, False, False, False)]
-    assert exploit_findings(groups, cfg)[0] == []
+    assert exploit_findings(groups, **limits)[0] == []
 
 
 def test_one_lucky_win_is_replayed_before_it_counts() -> None:
-    cfg = CheckerConfig(exploit_max_success=0.2, exploit_min_wins=2)
+    limits = {"won": _won, "max_success": 0.2, "min_wins": 2}
     groups = {"constant": [_episode("constant '7'", w) for w in (True, False, False)]}
-    assert exploit_findings(groups, cfg)[0] == []  # one win is not evidence yet
-    assert [(g, e.policy) for g, e in unconfirmed(groups, cfg)] == [("constant", "constant '7'")]
+    assert exploit_findings(groups, **limits)[0] == []  # one win is not evidence yet
+    assert [(g, e.policy) for g, e in unconfirmed(groups, **limits)] == [("constant", "constant '7'")]
     groups["constant"] += [_episode("constant '7'", w) for w in (True, False, False)]
-    assert [f.code for f in exploit_findings(groups, cfg)[0]] == [FindingCode.EXPLOITABLE_CONSTANT]
-    assert unconfirmed(groups, cfg) == []
+    assert [f.code for f in exploit_findings(groups, **limits)[0]] == [FindingCode.EXPLOITABLE_CONSTANT]
+    assert unconfirmed(groups, **limits) == []
 
 
 def test_a_script_that_wins_other_seeds_is_a_memorisation_warning() -> None:
     groups = {"replay": [_episode("replay", True), _episode("replay", True)]}
-    found, _ = exploit_findings(groups, CheckerConfig())
+    cfg = CheckerConfig()
+    limits = {"won": _won, "max_success": cfg.exploit_max_success, "min_wins": cfg.exploit_min_wins}
+    found, _ = exploit_findings(groups, **limits)
     assert [(f.code, f.severity) for f in found] == [(FindingCode.FIXED_SOLUTION, "warning")]
     groups["replay"][1] = _episode("replay", False)
-    assert exploit_findings(groups, CheckerConfig())[0] == []
+    assert exploit_findings(groups, **limits)[0] == []
 
 
 def test_probe_actions_are_randomised_per_seed() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from spade.checker import Checker
 from spade.cluster.placement import ClusterError, ClusterLedger, node_label, parse_resources, pick_worker
 from spade.cluster.worker import EnvWorker
 from spade.config import ClusterConfig, ConfigError, TrainConfig
@@ -144,7 +145,7 @@ def test_worker_body_plays_and_checks_in_its_own_sandbox() -> None:
         assert broken.status == "error"
         assert broken.error is not None
         assert broken.error.kind == "load_error"
-        assert worker.check(source, TrainConfig().checker, 0, None, "<w>").ok
+        assert worker.check(source, Checker(TrainConfig().checker), 0, "<w>").ok
     finally:
         worker.shutdown()
 

@@ -284,7 +284,15 @@ def test_hint_requests_code_only_or_one_per_seed(mode: str) -> None:
     )
     record: Any = SimpleNamespace(env_id="env-a", code=envs.spec(name).source())
     with InProcessSandbox() as box:
-        requests = asyncio.run(hints._hint_requests(cfg, SimpleNamespace(runner=box), record, 4))  # type: ignore[arg-type]
+        hinter = hints.Hinter(
+            cfg.designer,
+            None,
+            box,
+            None,
+            cfg.seed,
+            hint_plays=cfg.rollout.hint_plays_per_env,  # type: ignore[arg-type]
+        )
+        requests = asyncio.run(hinter.requests(record, 4))
     env = envs.make(name)
     observations = [env.reset(seed=s)[0] for s in episode_seeds(cfg.seed, 4, "env-a", 3)]
     assert len(set(observations)) > 1

@@ -21,6 +21,7 @@ from spade.config import (
     TrainConfig,
 )
 from spade.design import phase, request
+from spade.modes import selfplay
 from spade.sandbox import Limits
 from spade.train import train
 from spade.train_cli import parse_config
@@ -140,9 +141,9 @@ class _NoMemory:
 
 def test_no_memory_prompts_show_no_examples() -> None:
     cfg = dataclasses.replace(PAPER, memory=MemoryConfig(enabled=False))
-    c: Any = SimpleNamespace(memory=_NoMemory(), sampler=None)
+    requests = request.Requests(cfg.designer, _NoMemory(), None, steer=cfg.memory.enabled)  # type: ignore[arg-type]
     slot = request.Slot(0, "logical_deduction", "generate")
-    req = request.design_request(cfg, c, slot, random.Random(1), 0)
+    req = requests.make(slot, random.Random(1), 0)
     assert (req.examples, req.negatives, req.document) == ((), (), None)
 
 
@@ -156,8 +157,8 @@ def test_no_memory_falls_back_to_seed_environments_only() -> None:
     memory: Any = SimpleNamespace(records=lambda status=None: records)
     fresh = phase.DesignOutcome("s00004_00_x", "x", "generate", True, "s00004_00_x", None, "")
     rejected = dataclasses.replace(fresh, env_id="s00004_01_x", valid=False)
-    assert phase.fresh_only(cfg, memory, [fresh, rejected], 4) == ["s00004_00_x"]
-    assert sorted(phase.fresh_only(cfg, memory, [rejected], 4)) == ["seed:a", "seed:b"]
+    assert selfplay.fresh_only(cfg, memory, [fresh, rejected], 4) == ["s00004_00_x"]
+    assert sorted(selfplay.fresh_only(cfg, memory, [rejected], 4)) == ["seed:a", "seed:b"]
 
 
 def test_two_skills_design_only_for_the_chosen_pair(tmp_path: Path) -> None:

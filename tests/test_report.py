@@ -216,11 +216,11 @@ def test_per_env_retention_keeps_paired_arms(run: RunDir) -> None:
 def test_step_retention_keeps_recent_and_milestone_steps(tmp_path: Path) -> None:
     for step in range(25):
         transcripts.write(tmp_path, step, "play", [{"step": step}])
-    gone = transcripts.prune(tmp_path, 24, TranscriptConfig(keep_last=5, keep_every=10))
+    gone = transcripts.prune(tmp_path, 24, keep_last=5, keep_every=10)
     kept = [f.step for f in transcripts.files(tmp_path)]
     assert kept == [0, 10, 20, 21, 22, 23, 24]
     assert len(gone) == 25 - len(kept)
-    transcripts.prune(tmp_path, 24, TranscriptConfig(keep_last=2, keep_every=0))
+    transcripts.prune(tmp_path, 24, keep_last=2, keep_every=0)
     assert [f.step for f in transcripts.files(tmp_path)] == [23, 24]
 
 

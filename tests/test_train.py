@@ -15,12 +15,11 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
 from spade import envs, rewards, stopping
-from spade.checker import CheckReport, FindingCode
+from spade.checker import Checker, CheckReport, FindingCode
 from spade.config import (
     CheckerConfig,
     DesignerConfig,
@@ -532,8 +531,15 @@ def test_an_edit_that_changes_nothing_played_is_rejected_as_unchanged(tmp_path: 
 
     async def run() -> list[CheckReport | None]:
         with Sandbox() as box:
-            c: Any = SimpleNamespace(runner=box, memory=memory)
-            return await check.reject_unchanged(cfg, c, designs, [ok] * len(designs), step=0)
+            checks = check.Checks(
+                Checker(cfg.checker, cfg.play),
+                box,
+                memory,
+                None,
+                cfg.seed,
+                max_turns=cfg.play.max_turns,  # type: ignore[arg-type]
+            )
+            return await checks.reject_unchanged(designs, [ok] * len(designs), step=0)
 
     reports = asyncio.run(run())
     assert [r is not None and r.ok for r in reports] == [False, False, True, True]

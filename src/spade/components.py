@@ -1,31 +1,32 @@
-"""The long-lived parts of a run: policy, trainer, environment runner, archive and corpus sampler.
+"""The long-lived parts of a run: policy, trainer, environment runner, archive, corpus sampler, player and
+design phase.
 
-:func:`make_components` builds them for the loop (:mod:`spade.train`); :class:`Components` also stores the
-designer samples that await delayed credit and the readable transcripts of plays.
+:func:`make_components` builds them for the loop (:mod:`spade.train`), resolving the run's settings once:
+the step hands them no config. :class:`Components` also keeps the readable transcripts of plays.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from spade import cluster, transcripts
+from spade import cluster, design, transcripts
 from spade.backends import make_policy
 from spade.backends.batching import BatchingPolicy
-from spade.checker.novelty import Fingerprints
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
+from spade.design import DesignPhase
 from spade.ecosystem import remote as ecosystem_remote
 from spade.memory import Memory
-from spade.rundir import RunDir, atomic_write
+from spade.plays import Player
+from spade.rundir import RunDir
 from spade.sandbox import EnvRunner
 from spade.seeds import derive_seed
 from spade.training import make_trainer
-from spade.types import Trainer, TrainSample, Trajectory
+from spade.types import Trainer, Trajectory
 
 if TYPE_CHECKING:
     from spade.modes import Mode
@@ -41,12 +42,13 @@ class Components:
     runner: EnvRunner
     memory: Memory
     sampler: CorpusSampler | None
+    player: Player
     keep: TranscriptConfig = dataclasses.field(default_factory=TranscriptConfig)
     """What to keep of transcripts."""
-    fingerprints: Fingerprints | None = None
-    """Behaviour fingerprints of archived and designed sources, played once per process (novelty metrics)."""
     progress: Callable[[str], None] = lambda _: None
     """Receives a line as each part of a long phase starts (the design phase's designs, checks and hints)."""
+    design: DesignPhase | None = None
+    """The design phase (a mode that designs: :attr:`spade.modes.Mode.designs`)."""
 
     @property
     def corpus(self) -> Any:
@@ -60,41 +62,7 @@ class Components:
     def restore_corpus(self, state: dict[str, Any]) -> None:
         """Continue sampling from a saved state."""
         if self.sampler is not None and state:
-            self.sampler = CorpusSampler(self.sampler.corpus, state=SamplerState.from_dict(state))
-
-    def save_design_sample(self, ref: str, sample: TrainSample) -> None:
-        """Store a designer sample until its delayed credit is due."""
-        data = {"tokens": sample.tokens_T, "mask": sample.mask_T, "logprobs": sample.sample_logprobs_T}
-        atomic_write(self.run.root / "samples" / f"{ref}.json", json.dumps(data))
-
-    def load_design_sample(self, ref: str) -> TrainSample | None:
-        """A stored designer sample (None when it had nothing to train on)."""
-        path = self.run.root / "samples" / f"{ref}.json"
-        if not path.exists():
-            return None
-        data = json.loads(path.read_text())
-        return TrainSample(
-            tuple(data["tokens"]), tuple(data["mask"]), tuple(data["logprobs"]), 0.0, "designer"
-        )
-
-    def prune_design_samples(self) -> int:
-        """Delete stored designer samples no kept checkpoint still awaits credit for; returns how many.
-
-        A sample is needed while a checkpoint's delayed-credit buffer names it (resuming from that
-        checkpoint releases it later); one written after the newest checkpoint is rewritten when its step
-        reruns. Their text stays in the design transcripts.
-        """
-        folder = self.run.root / "samples"
-        needed: set[str] = set()
-        for checkpoint in self.run.checkpoints.glob("step_*"):
-            if (checkpoint / "state.json").is_file():
-                needed.update(str(e["sample_ref"]) for e in self.run.read_state(checkpoint).get("credit", []))
-        gone = 0
-        for path in folder.glob("*.json") if folder.is_dir() else ():
-            if path.stem not in needed:
-                path.unlink(missing_ok=True)
-                gone += 1
-        return gone
+            self.sampler.restore(SamplerState.from_dict(state))
 
     def record_plays(self, step: int, trajectories: Sequence[Trajectory]) -> None:
         """Keep readable transcripts of some of this step's plays (retention: ``self.keep``)."""
@@ -105,7 +73,7 @@ class Components:
         transcripts.write(
             self.run.root, step, "play", [transcripts.play_record(t, step, decode) for t in kept]
         )
-        transcripts.prune(self.run.root, step, self.keep)
+        transcripts.prune(self.run.root, step, keep_last=self.keep.keep_last, keep_every=self.keep.keep_every)
 
 
 class _NoCorpus:
@@ -142,4 +110,10 @@ def make_components(
     limits = mode.sandbox_limits(cfg)
     with cluster.open_runner(cfg, limits) as sandboxed, Memory.in_run_dir(run.root, cfg.memory) as memory:
         runner = ecosystem_remote.wrap_runner(cfg.pool, sandboxed)  # openenv:URL pools play on the server
-        yield Components(run, policy, trainer, runner, memory, sampler, cfg.transcripts, progress=progress)
+        player = Player(
+            runner, policy, memory, cfg.rollout, cfg.play, cfg.seed,
+            envs_per_regen=cfg.designer.envs_per_regen, capacity=cluster.instance_capacity(cfg.cluster, limits),
+        )  # fmt: skip
+        c = Components(run, policy, trainer, runner, memory, sampler, player, cfg.transcripts, progress)
+        c.design = design.build(cfg, c) if mode.designs else None
+        yield c

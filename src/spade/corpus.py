@@ -352,15 +352,26 @@ class CorpusSampler:
     def __init__(self, corpus: Corpus, seed: int = 0, state: SamplerState | None = None) -> None:
         if len(corpus) == 0:
             raise CorpusError(f"corpus {corpus.source} is empty")
-        digest = corpus.digest()
-        if state is not None and (state.size, state.digest) != (len(corpus), digest):
+        self.corpus = corpus
+        self._state = SamplerState(seed=seed, size=len(corpus), digest=corpus.digest())
+        self._order = self._permutation(self._state.epoch)
+        if state is not None:
+            self.restore(state)
+
+    def restore(self, state: SamplerState) -> None:
+        """Continue from a saved position of the same corpus.
+
+        Raises:
+            CorpusError: ``state`` is a position in another corpus.
+        """
+        if (state.size, state.digest) != (len(self.corpus), self.corpus.digest()):
             raise CorpusError(
                 f"the saved corpus position is for another corpus ({state.size} documents) than "
-                f"{corpus.source} ({len(corpus)}); resume with the same corpus.path, or start a new run"
+                f"{self.corpus.source} ({len(self.corpus)}); resume with the same corpus.path, or start a "
+                "new run"
             )
-        self.corpus = corpus
-        self._state = state if state is not None else SamplerState(seed=seed, size=len(corpus), digest=digest)
-        self._order = self._permutation(self._state.epoch)
+        self._state = state
+        self._order = self._permutation(state.epoch)
 
     def _permutation(self, epoch: int) -> list[int]:
         order = list(range(len(self.corpus)))

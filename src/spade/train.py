@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from spade import cluster, modes, plays, resources, stopping
+from spade import cluster, modes, resources, stopping
 from spade.backends import policy_metrics, prefix_cache_hit_rate
 from spade.components import Components, make_components
 from spade.config import TrainConfig
@@ -239,9 +239,9 @@ async def _play(
     t0, engine = time.perf_counter(), policy_metrics(c.policy)
     levels = mode.difficulty(state)
     hints = regen.hints(cfg.rollout.hint_plays_per_env) if regen is not None else {}
-    trajectories = await plays.play(cfg, c, state.current, hints, state.step, levels=levels)
+    trajectories = await c.player.play(state.current, hints, state.step, levels=levels)
     stopping.check()  # plays cut by a stop request end as model errors: they are no outcome to score
-    more = await plays.play_more(cfg, c, trajectories, state.step, levels=levels)
+    more = await c.player.play_more(trajectories, state.step, levels=levels)
     stopping.check()
     trajectories += more
     row.update({"agent/extra_plays": float(len(more)), "time/play_s": time.perf_counter() - t0})

@@ -10,7 +10,7 @@ record holds the prompt messages, the reply, the extracted environment id, wheth
 checker's findings and the hint.
 
 Designer samples (token ids for delayed credit, ``<run>/samples/``) are pruned by
-:meth:`spade.components.Components.prune_design_samples` once no kept checkpoint awaits their credit.
+:meth:`spade.design.samples.DesignSamples.prune` once no kept checkpoint awaits their credit.
 
 Retention (:class:`~spade.config.TranscriptConfig`): a few plays per environment and arm per step; the
 newest ``keep_last`` steps, and older steps divisible by ``keep_every``.
@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from spade.config import TranscriptConfig
 from spade.errors import SpadeError
 from spade.types import Trajectory
 
@@ -142,12 +141,13 @@ def read(path: Path) -> list[dict[str, Any]]:
         raise TranscriptError(f"{path} is damaged ({exc}); delete it, the run does not need it") from exc
 
 
-def prune(run_root: Path, current_step: int, cfg: TranscriptConfig) -> list[Path]:
-    """Delete files outside the retention window; returns what was deleted."""
+def prune(run_root: Path, current_step: int, *, keep_last: int, keep_every: int) -> list[Path]:
+    """Delete files outside the retention window (``transcripts.keep_last``, ``transcripts.keep_every``);
+    returns what was deleted."""
     gone = []
     for f in files(run_root):
-        recent = f.step > current_step - cfg.keep_last
-        milestone = cfg.keep_every > 0 and f.step % cfg.keep_every == 0
+        recent = f.step > current_step - keep_last
+        milestone = keep_every > 0 and f.step % keep_every == 0
         if not (recent or milestone):
             f.path.unlink(missing_ok=True)
             gone.append(f.path)

@@ -1,10 +1,10 @@
 """Validation ladder for environment sources: named checks that return typed findings (SPEC §5).
 
-``check_env(source, sandbox, config)`` climbs the rungs parse → static → load → determinism → steps →
-termination → tools → feasibility → turns → exploit and stops after the first rung with a fatal finding. Every
-finding has a :class:`FindingCode`, a severity and a message that says what is wrong, the likely cause and
-the fix (a model reply's code is taken out by :func:`spade.replies.extract_code`); ``check_files`` is the
-``spade check`` command.
+``Checker(config, win).check(source, sandbox)`` (or ``check_env(source, sandbox, config)``) climbs the rungs
+parse → static → load → determinism → steps → termination → tools → feasibility → turns → exploit and
+stops after the first rung with a fatal finding. Every finding has a :class:`FindingCode`, a severity and a
+message that says what is wrong, the likely cause and the fix (a model reply's code is taken out by
+:func:`spade.replies.extract_code`); ``check_files`` is the ``spade check`` command.
 """
 
 from spade.checker.cli import check_files, format_report
@@ -16,7 +16,7 @@ from spade.checker.findings import (
     Severity,
     Stage,
 )
-from spade.checker.ladder import RUNGS, STAGES, Evidence, acheck_env, check_env
+from spade.checker.ladder import RUNGS, STAGES, Checker, Evidence, acheck_env, check_env
 from spade.checker.probes import Policy
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "RUNGS",
     "STAGES",
     "CheckReport",
+    "Checker",
     "Evidence",
     "Finding",
     "FindingCode",

@@ -55,7 +55,11 @@ def _novelties(
     archive = [(s.env_id.removeprefix("pool_"), s.code) for s in archive_sources(against)]
     out: list[Novelty | None] = []
     for path, result in checked:
-        code = parse(path.read_text(encoding="utf-8"), cfg)[0] if isinstance(result, CheckReport) else None
+        code = (
+            parse(path.read_text(encoding="utf-8"), cfg.max_source_chars)[0]
+            if isinstance(result, CheckReport)
+            else None
+        )
         out.append(
             prints.novelty(code, archive) if code and isinstance(result, CheckReport) and result.ok else None
         )

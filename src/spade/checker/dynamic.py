@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from spade.checker.episodes import Episode
 from spade.checker.failures import first_failure
 from spade.checker.findings import Finding, FindingCode, Stage, finding
-from spade.config import CheckerConfig
 
 
 def _difference(a: Episode, b: Episode) -> str:
@@ -63,9 +62,11 @@ def seed_findings(firsts: Sequence[Episode], solved: Sequence[Episode]) -> list[
     return [finding(FindingCode.SEED_IGNORED, "exploit", msg)]
 
 
-def reward_findings(episodes: Sequence[Episode], cfg: CheckerConfig, stage: Stage) -> list[Finding]:
+def reward_findings(
+    episodes: Sequence[Episode], reward_range: tuple[float, float], stage: Stage
+) -> list[Finding]:
     """REWARD_RANGE for a reward outside the checker's range (the sandbox's hard range is wider)."""
-    low, high = cfg.reward_min, cfg.reward_max
+    low, high = reward_range
     for ep in episodes:
         for i, s in enumerate(ep.steps):
             if not low <= s.reward <= high:
@@ -78,9 +79,9 @@ def reward_findings(episodes: Sequence[Episode], cfg: CheckerConfig, stage: Stag
     return []
 
 
-def step_findings(episodes: Sequence[Episode], cfg: CheckerConfig) -> list[Finding]:
+def step_findings(episodes: Sequence[Episode], reward_range: tuple[float, float]) -> list[Finding]:
     """Failures of random play (crash, types, NaN, range), rewards outside the checker's range, empty text."""
-    failed = first_failure(list(episodes), "steps") or reward_findings(episodes, cfg, "steps")
+    failed = first_failure(list(episodes), "steps") or reward_findings(episodes, reward_range, "steps")
     if failed:
         return failed
     empty = [(ep, i) for ep in episodes for i, s in enumerate(ep.steps) if not s.observation.strip()]

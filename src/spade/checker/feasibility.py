@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spade.checker.dynamic import reward_findings
@@ -11,9 +11,11 @@ from spade.checker.episodes import Episode, rate
 from spade.checker.failures import first_failure
 from spade.checker.findings import Finding, FindingCode, finding
 from spade.checker.probes import Policy
-from spade.config import CheckerConfig, WinRule
 from spade.envs.official import PLAN_MARKER
 from spade.replies import all_boxed, normalised_answer, prose_actions, tagged_actions
+
+Won = Callable[[Episode], bool]
+"""Whether an episode was won (the run's win rule, :class:`spade.config.WinRule`)."""
 
 DEGENERATE_KINDS = ("empty", "enumerate", "long", "format")
 """Degenerate probe policies (see :mod:`spade.checker.probes`)."""
@@ -54,30 +56,34 @@ def feasibility_findings(
     solved: Sequence[Episode],
     explicit: bool,
     hinted: Sequence[Episode],
-    cfg: CheckerConfig,
-    rule: WinRule = WinRule(),  # noqa: B008 - frozen, so one shared default is safe
+    *,
+    won: Won,
+    min_rate: float,
+    reward_range: tuple[float, float],
+    return_mode: str = "final",
 ) -> tuple[list[Finding], dict[str, float]]:
     """SOLUTION_FAILS / SOLUTION_PARTIAL for scripts, INFEASIBLE for hinted play, NO_SOLUTION when neither.
 
-    An explicit script that loses some seeds is rejected when it wins less than
-    ``cfg.min_solution_win_rate`` of them (a warning otherwise); a prose plan is not held to the rate.
+    An explicit script that loses some seeds is rejected when it wins less than ``min_rate`` of them
+    (``checker.min_solution_win_rate``; a warning otherwise); a prose plan is not held to the rate. ``won``
+    judges an episode (the run's win rule), ``return_mode`` says how a losing script's return is shown.
     """
     failed = first_failure([*solved, *hinted], "feasibility")
-    failed = failed or reward_findings([*solved, *hinted], cfg, "feasibility")
+    failed = failed or reward_findings([*solved, *hinted], reward_range, "feasibility")
     if failed:
         return failed, {}
     played = [e for e in solved if e.steps]
-    wins = [e.won(rule.success_threshold, rule.return_mode) for e in played]
+    wins = [won(e) for e in played]
     stats: dict[str, float] = {}
     if played:
         stats["solution_win_rate"] = rate(wins)
     if hinted:
-        stats["policy_win_rate"] = rate([e.won(rule.success_threshold, rule.return_mode) for e in hinted])
+        stats["policy_win_rate"] = rate([won(e) for e in hinted])
     if played and explicit:
         if not any(wins):
-            return [_solution_fails(played, rule)], stats
+            return [_solution_fails(played, return_mode)], stats
         if not all(wins):
-            return [_partial(played, wins, cfg.min_solution_win_rate)], stats
+            return [_partial(played, wins, min_rate)], stats
         return [], stats
     if played and any(wins):
         return [_prose(played, "playing the plan read from it won")], stats
@@ -120,12 +126,12 @@ def _prose(played: Sequence[Episode], evidence: str) -> Finding:
     return finding(FindingCode.SOLUTION_PROSE, "feasibility", msg)
 
 
-def _solution_fails(played: Sequence[Episode], rule: WinRule) -> Finding:
+def _solution_fails(played: Sequence[Episode], return_mode: str) -> Finding:
     ep = played[0]
     end = (
         "the script ran out before the episode ended"
         if not ep.ended
-        else f"it ended with return {ep.episode_return(rule.return_mode):g}"
+        else f"it ended with return {ep.episode_return(return_mode):g}"
         + (" (truncated)" if not ep.terminated else "")
     )
     last = ep.steps[-1].observation[:160] if ep.steps else ""
@@ -193,9 +199,9 @@ def copy_policy(slot: LeakSlot) -> Policy:
     return act
 
 
-def leak_findings(slot: LeakSlot, copied: Episode, rule: WinRule) -> list[Finding]:
+def leak_findings(slot: LeakSlot, copied: Episode, won: Won) -> list[Finding]:
     """ANSWER_LEAK when copying the slot's text won an unseen instance."""
-    if not copied.won(rule.success_threshold, rule.return_mode):
+    if not won(copied):
         return []
     msg = (
         f"the first observation prints the winning answer: on seed {slot.seed} the answer {slot.answer!r} "
@@ -206,17 +212,16 @@ def leak_findings(slot: LeakSlot, copied: Episode, rule: WinRule) -> list[Findin
 
 
 def unconfirmed(
-    groups: dict[str, list[Episode]],
-    cfg: CheckerConfig,
-    rule: WinRule = WinRule(),  # noqa: B008 - frozen, so one shared default is safe
+    groups: dict[str, list[Episode]], *, won: Won, max_success: float, min_wins: int
 ) -> list[tuple[str, Episode]]:
-    """Probe groups over the win-rate limit on fewer than ``cfg.exploit_min_wins`` wins, each with a winning
-    episode: one lucky win among a few episodes is not yet evidence, so the caller replays that policy."""
+    """Probe groups over the win-rate limit (``max_success``) on fewer than ``min_wins`` wins, each with a
+    winning episode: one lucky win among a few episodes is not yet evidence, so the caller replays that
+    policy."""
     out = []
     for group in ("constant", *DEGENERATE_KINDS):
         episodes = [e for e in groups.get(group, []) if e.failure is None]
-        wins = [e for e in episodes if e.won(rule.success_threshold, rule.return_mode)]
-        if wins and len(wins) / len(episodes) > cfg.exploit_max_success and len(wins) < cfg.exploit_min_wins:
+        wins = [e for e in episodes if won(e)]
+        if wins and len(wins) / len(episodes) > max_success and len(wins) < min_wins:
             out.append((group, wins[0]))
     return out
 
@@ -231,30 +236,25 @@ _EXPLOIT_CHECKS = (
 
 
 def exploit_findings(
-    groups: dict[str, list[Episode]],
-    cfg: CheckerConfig,
-    rule: WinRule = WinRule(),  # noqa: B008 - frozen, so one shared default is safe
+    groups: dict[str, list[Episode]], *, won: Won, max_success: float, min_wins: int
 ) -> tuple[list[Finding], dict[str, float]]:
-    """EXPLOITABLE_* when one probe policy wins more than ``cfg.exploit_max_success`` of its episodes, and
-    at least ``cfg.exploit_min_wins`` of them.
+    """EXPLOITABLE_* when one probe policy wins more than ``max_success`` of its episodes, and at least
+    ``min_wins`` of them (``checker.exploit_max_success``, ``checker.exploit_min_wins``).
 
     ``groups`` maps a policy to its episodes: ``constant``, the degenerate kinds (``empty``, ``enumerate``,
     ``long``, ``format``), ``random``, ``guess`` (random numbers in the range the first observation shows)
     and ``replay``. Each degenerate kind is judged on its own, so one kind that always wins is not diluted
     by the others.
     """
-    win = {
-        k: [e.won(rule.success_threshold, rule.return_mode) for e in v if e.failure is None]
-        for k, v in groups.items()
-    }
+    win = {k: [won(e) for e in v if e.failure is None] for k, v in groups.items()}
     degenerate = [w for k in DEGENERATE_KINDS for w in win.get(k, [])]
     stats = {f"{k}_win_rate": rate(v) for k, v in win.items() if v and k not in DEGENERATE_KINDS}
     if degenerate:
         stats["degenerate_win_rate"] = rate(degenerate)
-    limit = cfg.exploit_max_success
+    limit = max_success
     for group, code, what in _EXPLOIT_CHECKS:
-        if win.get(group) and rate(win[group]) > limit and sum(win[group]) >= cfg.exploit_min_wins:
-            winner = next(e for e in groups[group] if e.won(rule.success_threshold, rule.return_mode))
+        if win.get(group) and rate(win[group]) > limit and sum(win[group]) >= min_wins:
+            winner = next(e for e in groups[group] if won(e))
             msg = (
                 f"{what} won {sum(win[group])} of {len(win[group])} episodes (limit {limit:.0%}); e.g. "
                 f"{winner.policy} play on seed {winner.seed} won with {winner.steps[-1].action[:60]!r}. "

@@ -45,6 +45,10 @@ class _Context:
     def won(self, ep: Episode) -> bool:
         return ep.won(self.rule.success_threshold, self.rule.return_mode)
 
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        return self.cfg.reward_min, self.cfg.reward_max
+
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
@@ -81,7 +85,7 @@ Rung = Callable[[_Context, Evidence], tuple[list[Finding], Evidence]]
 
 
 def _parse(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
-    code, tree, found = parse(ctx.text, ctx.cfg)
+    code, tree, found = parse(ctx.text, ctx.cfg.max_source_chars)
     prober = Prober(ctx.runner, code or "", ctx.filename, ctx.workers, ctx.rule.difficulty)
     return found, replace(ev, code=code or "", tree=tree, prober=prober)
 
@@ -89,7 +93,9 @@ def _parse(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
 def _static(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
     if ev.tree is None:  # the parse rung already reported why
         return [], ev
-    info, found = check_static(ev.code, ev.tree, ctx.cfg)
+    info, found = check_static(
+        ev.code, ev.tree, allowed_imports=ctx.cfg.allowed_imports, strict_rng=ctx.cfg.strict_rng
+    )
     return found, replace(ev, info=info)
 
 
@@ -141,7 +147,7 @@ def _determinism(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
 
 def _steps(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
     if _already_failed(ev):
-        return dynamic.step_findings(list(ev.randoms), ctx.cfg), ev
+        return dynamic.step_findings(list(ev.randoms), ctx.reward_range), ev
     jobs = [
         Job(
             "random",
@@ -152,7 +158,7 @@ def _steps(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
         for _ in range(ctx.cfg.probe_episodes)
     ]
     ev = replace(ev, randoms=(*ev.randoms, *ev.play.play_all(jobs)))
-    return dynamic.step_findings(list(ev.randoms), ctx.cfg), ev
+    return dynamic.step_findings(list(ev.randoms), ctx.reward_range), ev
 
 
 def _termination(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
@@ -161,7 +167,7 @@ def _termination(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
         "do-nothing", ctx.seed(), probes.constant(nothing), max_steps=ctx.cfg.termination_turns
     )
     ev = replace(ev, idle=(*ev.idle, idle))
-    found = dynamic.step_findings([idle], ctx.cfg)
+    found = dynamic.step_findings([idle], ctx.reward_range)
     return found or dynamic.termination_findings([*ev.randoms, idle], ctx.cfg.termination_turns), ev
 
 
@@ -211,7 +217,10 @@ def _feasibility(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
         hinted = [
             ev.play.play("hinted", s, ctx.policy, max_steps=_SCRIPT_CAP) for s in seeds
         ]  # may be stateful
-    found, stats = feasibility.feasibility_findings(list(solved), explicit, hinted, ctx.cfg, ctx.rule)
+    found, stats = feasibility.feasibility_findings(
+        list(solved), explicit, hinted, won=ctx.won, min_rate=ctx.cfg.min_solution_win_rate,
+        reward_range=ctx.reward_range, return_mode=ctx.rule.return_mode,
+    )  # fmt: skip
     stats |= turns.turn_stats([e for e in (*solved, *hinted) if ctx.won(e)])
     return found, replace(ev, solved=solved, hinted=tuple(hinted)).with_stats(stats)
 
@@ -264,12 +273,14 @@ def _exploit(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
     for group, ep in _confirm(ctx, ev, groups):
         groups[group].append(ep)
     played = [e for g in groups.values() for e in g]
-    broken = first_failure(played, "exploit") or dynamic.reward_findings(played, cfg, "exploit")
+    broken = first_failure(played, "exploit") or dynamic.reward_findings(played, ctx.reward_range, "exploit")
     if broken:
         return broken, ev
-    found, stats = feasibility.exploit_findings(groups, cfg, ctx.rule)
+    found, stats = feasibility.exploit_findings(
+        groups, won=ctx.won, max_success=cfg.exploit_max_success, min_wins=cfg.exploit_min_wins
+    )
     if slot is not None and copied:
-        found += feasibility.leak_findings(slot, copied[0], ctx.rule)
+        found += feasibility.leak_findings(slot, copied[0], ctx.won)
     found += dynamic.seed_findings([a for a, _ in ev.pairs], list(ev.solved))
     return found, ev.with_stats(stats)
 
@@ -278,7 +289,10 @@ def _confirm(ctx: _Context, ev: Evidence, groups: dict[str, list[Episode]]) -> l
     """Replay each policy that won once (a constant: the same string) on fresh seeds."""
     cfg = ctx.cfg
     jobs: list[tuple[str, Job]] = []
-    for group, winner in feasibility.unconfirmed(groups, cfg, ctx.rule):
+    found = feasibility.unconfirmed(
+        groups, won=ctx.won, max_success=cfg.exploit_max_success, min_wins=cfg.exploit_min_wins
+    )
+    for group, winner in found:
         for _ in range(cfg.exploit_confirm_episodes):
             if group == "constant":
                 policy = probes.constant(winner.steps[0].action)
@@ -302,6 +316,59 @@ STAGES: tuple[Stage, ...] = tuple(stage for stage, _ in RUNGS)
 """The stages the ladder runs, in order (derived from :data:`RUNGS`)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Checker:
+    """The validation ladder with a run's settings, built once (a training run builds it from ``checker.*``
+    and ``play.*``, so play and checker agree on when an episode is won)."""
+
+    config: CheckerConfig = CheckerConfig()  # noqa: RUF009 - frozen, so one shared default is safe
+    """Episode counts, thresholds and the import allow-list."""
+    win: WinRule = WinRule()  # noqa: RUF009 - frozen, so one shared default is safe
+    """When an episode is won, and the level it is played at."""
+
+    def check(
+        self,
+        source: str,
+        sandbox: EnvRunner,
+        *,
+        seed: int | None = None,
+        policy: Policy | None = None,
+        filename: str = "<env>",
+    ) -> CheckReport:
+        """Run the ladder on ``source`` (environment code, or a model reply holding it).
+
+        Args:
+            source: the environment's code, or a reply from which :func:`extract_code` takes it.
+            sandbox: the runner that executes it (:class:`spade.sandbox.Sandbox` for untrusted code).
+            seed: seeds every probe action and environment seed; None draws one (recorded in the report).
+            policy: optional hint-following policy ``(observation, turn) -> action`` for feasibility when the
+                environment has no playable ``solution()``.
+            filename: shown in error messages.
+
+        Returns:
+            A report whose ``ok`` is False when any finding is fatal.
+        """
+        if seed is None:
+            seed = random.SystemRandom().randrange(2**63)
+        cfg = self.config
+        workers = cfg.parallel_episodes if sandbox.layers.get("process") else 1
+        ctx = _Context(source, sandbox, cfg, self.win, random.Random(seed), policy, filename, workers)
+        findings, timings, ev = _climb(ctx)
+        stats = dict(ev.stats)
+        if ev.prober is not None and ev.prober.episodes:
+            stats.update(episodes=float(ev.prober.episodes), steps=float(ev.prober.steps))
+        return CheckReport(
+            ok=not any(f.fatal for f in findings),
+            findings=tuple(findings),
+            timings_s=timings,
+            stats=stats,
+            seed=seed,
+            source_sha256=hashlib.sha256((ev.code or source).encode()).hexdigest(),
+            is_tool_env=ev.tool_env,
+            official_format=bool(ev.info and ev.info.official_format),
+        )
+
+
 def check_env(
     source: str,
     sandbox: EnvRunner,
@@ -312,41 +379,10 @@ def check_env(
     filename: str = "<env>",
     win: WinRule | None = None,
 ) -> CheckReport:
-    """Run the validation ladder on ``source`` (environment code, or a model reply holding it).
-
-    Args:
-        source: the environment's code, or a reply from which :func:`extract_code` takes it.
-        sandbox: the runner that executes it (:class:`spade.sandbox.Sandbox` for untrusted code).
-        config: episode counts, thresholds and the import allow-list.
-        seed: seeds every probe action and environment seed; None draws one (recorded in the report).
-        policy: optional hint-following policy ``(observation, turn) -> action`` for feasibility when the
-            environment has no playable ``solution()``.
-        filename: shown in error messages.
-        win: when an episode is won (pass ``cfg.play`` in a training run, so play and checker agree);
-            None: the default :class:`~spade.config.WinRule`.
-
-    Returns:
-        A report whose ``ok`` is False when any finding is fatal.
-    """
-    cfg = config or CheckerConfig()
-    if seed is None:
-        seed = random.SystemRandom().randrange(2**63)
-    workers = cfg.parallel_episodes if sandbox.layers.get("process") else 1
-    ctx = _Context(source, sandbox, cfg, win or WinRule(), random.Random(seed), policy, filename, workers)
-    findings, timings, ev = _climb(ctx)
-    stats = dict(ev.stats)
-    if ev.prober is not None and ev.prober.episodes:
-        stats.update(episodes=float(ev.prober.episodes), steps=float(ev.prober.steps))
-    return CheckReport(
-        ok=not any(f.fatal for f in findings),
-        findings=tuple(findings),
-        timings_s=timings,
-        stats=stats,
-        seed=seed,
-        source_sha256=hashlib.sha256((ev.code or source).encode()).hexdigest(),
-        is_tool_env=ev.tool_env,
-        official_format=bool(ev.info and ev.info.official_format),
-    )
+    """:meth:`Checker.check` with ``config`` (default :class:`~spade.config.CheckerConfig`) and ``win`` (pass
+    ``cfg.play`` in a training run; default :class:`~spade.config.WinRule`)."""
+    checker = Checker(config or CheckerConfig(), win or WinRule())
+    return checker.check(source, sandbox, seed=seed, policy=policy, filename=filename)
 
 
 def _climb(ctx: _Context) -> tuple[list[Finding], dict[str, float], Evidence]:

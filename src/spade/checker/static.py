@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from spade.checker.findings import Finding, FindingCode, finding
 from spade.checker.rng import rng_findings
-from spade.config import CheckerConfig
 from spade.pyast import parse_module
 from spade.replies import extract_code, looks_truncated
 
@@ -54,7 +53,7 @@ class StaticInfo:
     tool_env: bool
 
 
-def parse(text: str, cfg: CheckerConfig) -> tuple[str | None, ast.Module | None, list[Finding]]:
+def parse(text: str, max_chars: int) -> tuple[str | None, ast.Module | None, list[Finding]]:
     """Rung 1: the code (extracted from a reply when the text is not Python itself) and its AST."""
     code = text
     try:
@@ -69,9 +68,9 @@ def parse(text: str, cfg: CheckerConfig) -> tuple[str | None, ast.Module | None,
             tree = parse_module(code)
         except SyntaxError as inner:
             return code, None, [_syntax(inner, text)]
-    if len(code) > cfg.max_source_chars:
+    if len(code) > max_chars:
         msg = (
-            f"the source has {len(code)} characters, over the limit of {cfg.max_source_chars}. Likely cause: "
+            f"the source has {len(code)} characters, over the limit of {max_chars}. Likely cause: "
             "large embedded data or repeated code. Fix: generate data from self.rng in reset and keep the "
             "environment to one focused class."
         )
@@ -101,10 +100,12 @@ def _syntax(exc: SyntaxError, text: str) -> Finding:
     )
 
 
-def check_static(code: str, tree: ast.Module, cfg: CheckerConfig) -> tuple[StaticInfo | None, list[Finding]]:
+def check_static(
+    code: str, tree: ast.Module, *, allowed_imports: tuple[str, ...], strict_rng: bool
+) -> tuple[StaticInfo | None, list[Finding]]:
     """Rung 2: one environment class, required methods and signatures, imports, calls and RNG use."""
     nodes = list(ast.walk(tree))
-    findings = _imports(nodes, cfg) + _forbidden_calls(nodes, _module_names(nodes))
+    findings = _imports(nodes, allowed_imports) + _forbidden_calls(nodes, _module_names(nodes))
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
     name, found = _env_class(tree, classes)
     findings += found
@@ -115,12 +116,11 @@ def check_static(code: str, tree: ast.Module, cfg: CheckerConfig) -> tuple[Stati
     official = not (bases & _NATIVE_BASES) and _declared_env(tree) is None
     tool_env = bool(bases & {"ToolEnv", _OFFICIAL_TOOL_BASE})
     findings += _methods(name, chain, bases)
-    findings += rng_findings(nodes, official=official, strict=cfg.strict_rng)
+    findings += rng_findings(nodes, official=official, strict=strict_rng)
     return StaticInfo(code, name, official, tool_env), findings
 
 
-def _imports(nodes: list[ast.AST], cfg: CheckerConfig) -> list[Finding]:
-    allowed = cfg.allowed_imports
+def _imports(nodes: list[ast.AST], allowed: tuple[str, ...]) -> list[Finding]:
     bad: list[str] = []
     for node in nodes:
         if isinstance(node, ast.Import):

@@ -12,9 +12,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
-from spade.checker import CheckReport, check_env
+from spade.checker import Checker, CheckReport
 from spade.cluster.placement import ClusterError
-from spade.config import CheckerConfig, TrainConfig, WinRule
+from spade.config import ClusterConfig, TrainConfig
 from spade.sandbox import EnvRunner, Limits
 
 __all__ = ["ClusterError", "check_concurrency", "check_source", "instance_capacity", "open_runner"]
@@ -27,9 +27,7 @@ LOCAL_CHECKS = 4
 class RemoteChecks(Protocol):
     """A runner that runs whole validation ladders itself and reports its own metrics (the Ray runner)."""
 
-    async def acheck(
-        self, source: str, config: CheckerConfig, *, seed: int | None, win: WinRule | None, filename: str
-    ) -> CheckReport:
+    async def acheck(self, source: str, checker: Checker, *, seed: int | None, filename: str) -> CheckReport:
         """The ladder's report for ``source``."""
         ...
 
@@ -55,29 +53,23 @@ def open_runner(cfg: TrainConfig, limits: Limits) -> Iterator[EnvRunner]:
 
 
 async def check_source(
-    runner: EnvRunner,
-    source: str,
-    config: CheckerConfig,
-    *,
-    seed: int | None,
-    win: WinRule | None,
-    filename: str = "<env>",
+    runner: EnvRunner, source: str, checker: Checker, *, seed: int | None, filename: str = "<env>"
 ) -> CheckReport:
     """Run the validation ladder on ``source``: on a worker (Ray), or in a thread over the local sandbox."""
     if isinstance(runner, RemoteChecks):
-        return await runner.acheck(source, config, seed=seed, win=win, filename=filename)
-    return await asyncio.to_thread(check_env, source, runner, config, seed=seed, win=win, filename=filename)
+        return await runner.acheck(source, checker, seed=seed, filename=filename)
+    return await asyncio.to_thread(checker.check, source, runner, seed=seed, filename=filename)
 
 
-def check_concurrency(cfg: TrainConfig) -> int:
+def check_concurrency(cluster: ClusterConfig) -> int:
     """Checks to run at once: a few locally, two per Ray worker (one ladder waits on its children)."""
-    return 2 * cfg.cluster.workers if cfg.cluster.backend == "ray" else LOCAL_CHECKS
+    return 2 * cluster.workers if cluster.backend == "ray" else LOCAL_CHECKS
 
 
-def instance_capacity(cfg: TrainConfig) -> int:
+def instance_capacity(cluster: ClusterConfig, limits: Limits) -> int:
     """Environment instances that can be alive at once (``sandbox.max_live_instances`` per sandbox)."""
-    sandboxes = cfg.cluster.workers if cfg.cluster.backend == "ray" else 1
-    return cfg.sandbox.max_live_instances * sandboxes
+    sandboxes = cluster.workers if cluster.backend == "ray" else 1
+    return limits.max_live_instances * sandboxes
 
 
 def runner_metrics(runner: EnvRunner) -> dict[str, float]:

@@ -31,10 +31,10 @@ from typing import Any, Self, TypeVar
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from spade.checker import CheckReport
+from spade.checker import Checker, CheckReport
 from spade.cluster.placement import ClusterError, ClusterLedger, node_label, parse_resources, pick_worker
 from spade.cluster.worker import REPLAYED_OPS, EnvWorker, Op, Reply
-from spade.config import CheckerConfig, ClusterConfig, WinRule
+from spade.config import ClusterConfig
 from spade.env import StepResult
 from spade.sandbox import LAYER_NAMES, EnvMeta, Limits, SandboxError
 
@@ -91,15 +91,13 @@ class RayRunner:
         await env.start()
         return env
 
-    async def acheck(
-        self, source: str, config: CheckerConfig, *, seed: int | None, win: WinRule | None, filename: str
-    ) -> CheckReport:
+    async def acheck(self, source: str, checker: Checker, *, seed: int | None, filename: str) -> CheckReport:
         """Run the validation ladder on one worker; rerun elsewhere when that worker is lost."""
         lost = 0
         while True:
             w = self.acquire()
             try:
-                report: CheckReport = await w.handle.check.remote(source, config, seed, win, filename)
+                report: CheckReport = await w.handle.check.remote(source, checker, seed, filename)
             except RayActorError:
                 self.lose(w)
                 lost += 1

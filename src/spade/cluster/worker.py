@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from spade.checker import CheckReport, check_env
-from spade.config import CheckerConfig, WinRule
+from spade.checker import Checker, CheckReport
 from spade.sandbox import EnvInstance, EnvMeta, Limits, Sandbox, SandboxError
 
 Op = Literal["reset", "step", "tools", "call_tool", "solution"]
@@ -90,11 +89,9 @@ class EnvWorker:
         if env is not None:
             env.close()
 
-    def check(
-        self, source: str, config: CheckerConfig, seed: int | None, win: WinRule | None, filename: str
-    ) -> CheckReport:
+    def check(self, source: str, checker: Checker, seed: int | None, filename: str) -> CheckReport:
         """Run the validation ladder on ``source`` in this worker's sandbox."""
-        return check_env(source, self._sandbox, config, seed=seed, win=win, filename=filename)
+        return checker.check(source, self._sandbox, seed=seed, filename=filename)
 
     def layers(self) -> dict[str, bool]:
         """The isolation layers of this worker's sandbox."""

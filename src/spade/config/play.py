@@ -12,8 +12,8 @@ from spade.config.types import ActionMode, AgentPrompt
 @dataclass(frozen=True, slots=True)
 class WinRule:
     """The level an episode is played at and when it is won, defined once: play inherits it (``PlayConfig``)
-    and the checker is given it (``check_env(..., win=cfg.play)``), so the checker judges the game the agent
-    plays."""
+    and the checker is built with it (``Checker(cfg.checker, cfg.play)``), so the checker judges the game
+    the agent plays."""
 
     difficulty: int | None = None
     """Difficulty level passed to environments' reset (None: each environment's default; an environment

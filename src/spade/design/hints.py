@@ -6,7 +6,7 @@ environment code alone, as the authors do, so one hint holds for every instance 
 Reasoning blocks and special tokens are stripped before anything is used, the length is capped, and hints
 that contain the literal answer or the winning action sequence are rejected (:func:`leak_reason` states the
 rule), because a leaked answer turns hint-based regret into a measure of copying rather than of learnable
-difficulty. :func:`hint_envs` is the design phase's hint step: it opens an instance of each accepted
+difficulty. :class:`Hinter` is the design phase's hint step: it opens an instance of each accepted
 environment for the first observation and solution the filter needs, and writes the hints in one batch.
 """
 
@@ -15,22 +15,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import Literal, get_args
 
 from spade import prompt_texts
 from spade.backends.template import TurnTemplate
-from spade.config import TrainConfig
+from spade.config import DesignerConfig
 from spade.config.types import Setting
 from spade.design.designer import sample_tokens
-from spade.memory import EnvRecord
+from spade.memory import EnvRecord, Memory
 from spade.prompts import truncate_code
 from spade.replies import hint_text, last_boxed
 from spade.rollout import episode_seeds
-from spade.sandbox import SandboxError
+from spade.sandbox import EnvRunner, SandboxError
 from spade.types import ChatTemplate, Message, Policy, SamplingParams
-
-if TYPE_CHECKING:
-    from spade.components import Components
 
 HintReason = Literal[
     "ok", "capped", "empty", "contains_code", "leak_sequence", "leak_final_action", "truncated", "model_error"
@@ -289,68 +286,82 @@ def hint_metrics(hints: Sequence[Hint]) -> dict[str, float]:
 # -- the design phase's hint step ------------------------------------------------------------------------------
 
 
-async def hint_envs(
-    cfg: TrainConfig, c: Components, env_ids: Sequence[str], step: int
-) -> tuple[dict[str, list[Hint | None]], dict[str, float]]:
-    """Write hints for accepted environments: one from the code alone, or (instance mode) one per seed.
+@dataclass(frozen=True, slots=True)
+class Hinter:
+    """The design phase's hint step: hints for accepted environments, from the policy, checked for leaks."""
 
-    A played instance (or, per seed, each hinted instance) is opened in the sandbox for its first
-    observation and solution, which the leak filter checks the hint against. Returns each environment's
-    hints in seed order (None where its instance failed to open) and :func:`hint_metrics`.
-    """
-    d = cfg.designer
-    slots: list[tuple[str, HintRequest | None]] = []
-    for env_id in env_ids:
-        found = await _hint_requests(cfg, c, c.memory.get(env_id), step)
-        slots += [(env_id, r) for r in found]
-    requests = [r for _, r in slots if r is not None]
-    params = SamplingParams(
-        temperature=d.hint_temperature, top_p=d.top_p, top_k=d.top_k, max_tokens=d.hint_max_tokens
-    )
-    hints = await write_hints(
-        c.policy,
-        requests,
-        params,
-        max_words=d.hint_max_words,
-        max_chars=d.hint_max_chars,
-        prefix=d.hint_prefix,
-        max_prompt_tokens=cfg.model.max_context - d.hint_max_tokens,
-    )
-    written = iter(hints)
-    by_env: dict[str, list[Hint | None]] = {}
-    for env_id, request in slots:  # a seed whose instance failed keeps its place, with no hint
-        by_env.setdefault(env_id, []).append(next(written) if request is not None else None)
-    return by_env, hint_metrics(hints)
+    designer: DesignerConfig
+    """``hint_*`` sampling and filter settings, ``hint_mode`` and the setting."""
+    policy: Policy
+    runner: EnvRunner
+    """Opens instances for their first observation and solution."""
+    memory: Memory
+    seed: int
+    """The run's seed: hinted instances are the hinted plays' (:func:`spade.rollout.episode_seeds`)."""
+    hint_plays: int = 1
+    """Hinted plays per environment (``rollout.hint_plays_per_env``): instance mode writes one hint each."""
+    max_context: int = 4096
+    """The model's context (``model.max_context``): hint prompts are cut to leave room for the hint."""
 
+    async def hint_envs(
+        self, env_ids: Sequence[str], step: int
+    ) -> tuple[dict[str, list[Hint | None]], dict[str, float]]:
+        """Write hints for accepted environments: one from the code alone, or (instance mode) one per seed.
 
-async def _hint_requests(
-    cfg: TrainConfig, c: Components, record: EnvRecord, step: int
-) -> list[HintRequest | None]:
-    """Code mode: one request, its leaks checked against the first played instance; instance mode: one per
-    hinted seed, with that instance's first observation (None where the instance failed to open)."""
-    instance = cfg.designer.hint_mode == "instance"
-    n = cfg.rollout.hint_plays_per_env if instance else 1
-    setting = cfg.designer.setting
-    out: list[HintRequest | None] = []
-    for seed in episode_seeds(cfg.seed, step, record.env_id, n):
-        opened = await _first_look(c, record, seed)
-        if opened is None:
-            out += [None] if instance else []
-            continue
-        obs, actions = opened
-        if instance:
-            out.append(HintRequest(record.env_id, record.code, obs, setting, actions))
-        else:
-            out.append(HintRequest(record.env_id, record.code, None, setting, actions, public=(obs,)))
-    return out
+        A played instance (or, per seed, each hinted instance) is opened in the sandbox for its first
+        observation and solution, which the leak filter checks the hint against. Returns each environment's
+        hints in seed order (None where its instance failed to open) and :func:`hint_metrics`.
+        """
+        d = self.designer
+        slots: list[tuple[str, HintRequest | None]] = []
+        for env_id in env_ids:
+            found = await self.requests(self.memory.get(env_id), step)
+            slots += [(env_id, r) for r in found]
+        requests = [r for _, r in slots if r is not None]
+        params = SamplingParams(
+            temperature=d.hint_temperature, top_p=d.top_p, top_k=d.top_k, max_tokens=d.hint_max_tokens
+        )
+        hints = await write_hints(
+            self.policy,
+            requests,
+            params,
+            max_words=d.hint_max_words,
+            max_chars=d.hint_max_chars,
+            prefix=d.hint_prefix,
+            max_prompt_tokens=self.max_context - d.hint_max_tokens,
+        )
+        written = iter(hints)
+        by_env: dict[str, list[Hint | None]] = {}
+        for env_id, request in slots:  # a seed whose instance failed keeps its place, with no hint
+            by_env.setdefault(env_id, []).append(next(written) if request is not None else None)
+        return by_env, hint_metrics(hints)
+
+    async def requests(self, record: EnvRecord, step: int) -> list[HintRequest | None]:
+        """Code mode: one request, its leaks checked against the first played instance; instance mode: one
+        per hinted seed, with that instance's first observation (None where the instance failed to open)."""
+        instance = self.designer.hint_mode == "instance"
+        n = self.hint_plays if instance else 1
+        setting = self.designer.setting
+        out: list[HintRequest | None] = []
+        for seed in episode_seeds(self.seed, step, record.env_id, n):
+            opened = await _first_look(self.runner, record, seed)
+            if opened is None:
+                out += [None] if instance else []
+                continue
+            obs, actions = opened
+            if instance:
+                out.append(HintRequest(record.env_id, record.code, obs, setting, actions))
+            else:
+                out.append(HintRequest(record.env_id, record.code, None, setting, actions, public=(obs,)))
+        return out
 
 
 async def _first_look(
-    c: Components, record: EnvRecord, seed: int
+    runner: EnvRunner, record: EnvRecord, seed: int
 ) -> tuple[str, tuple[str, ...] | None] | None:
     """The first observation and solution actions of one instance, or None when the sandbox fails."""
     try:
-        env = await c.runner.aopen(record.code, filename=f"<{record.env_id}>")
+        env = await runner.aopen(record.code, filename=f"<{record.env_id}>")
     except SandboxError:
         return None
     try:

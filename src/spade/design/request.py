@@ -1,7 +1,7 @@
 """What to design: the slots of a regeneration and one request per slot, from memory, corpus and seeds.
 
 One regeneration plans its slots (:func:`plan_slots`: a round-robin window of skills, ``generate`` or ``edit``
-mode per slot from a seeded rng); :func:`design_request` fills one slot's :class:`~spade.prompts.DesignRequest`
+mode per slot from a seeded rng); :class:`Requests` fills one slot's :class:`~spade.prompts.DesignRequest`
 with archived examples and negatives, an edit parent, a worked example and a corpus document.
 """
 
@@ -10,16 +10,14 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from spade import envs, tool_prompts
-from spade.config import TrainConfig
+from spade.config import DesignerConfig
 from spade.config.types import Setting
-from spade.memory import EnvStatus
+from spade.corpus import CorpusSampler
+from spade.memory import EnvStatus, Memory
 from spade.prompts import DesignRequest, Exemplar, Mode, Negative
-
-if TYPE_CHECKING:
-    from spade.components import Components
 
 
 class ArchivedEnv(Protocol):
@@ -132,37 +130,45 @@ def pick_worked_example(setting: Setting, skill: str, rng: random.Random, max_ch
     return sources[name]
 
 
-def design_request(
-    cfg: TrainConfig, c: Components, slot: Slot, rng: random.Random, design_index: int
-) -> DesignRequest:
-    """One prompt's inputs; ``design_index`` counts designs over the run (the task-type rotation)."""
-    d = cfg.designer
-    seed = rng.randrange(2**31)
-    steer = cfg.memory.enabled  # the no-memory ablation shows no examples and no negatives
-    examples = c.memory.examples(slot.skill, d.memory_examples, seed=seed) if steer else []
-    negatives = c.memory.negatives(slot.skill, d.negative_examples, seed=seed) if steer else []
-    mode, parent = slot.mode, None
-    if mode == "edit":
-        candidates = examples or c.memory.records(slot.skill, EnvStatus.VALID)
-        parent = rng.choice(candidates) if candidates else None
-        mode = "edit" if parent is not None else "generate"
-    multi = d.tool_contract == "multi_turn"
-    worked = (
-        tool_prompts.MULTI_TURN_EXAMPLE
-        if multi
-        else pick_worked_example(d.setting, slot.skill, rng, d.worked_example_chars)
-    )
-    return DesignRequest(
-        skill=slot.skill,
-        mode=mode,
-        worked_example=worked,
-        difficulty=d.difficulty,
-        document=c.sampler.sample() if c.sampler is not None else None,
-        examples=tuple(exemplar(e) for e in examples if parent is None or e.env_id != parent.env_id),
-        negatives=tuple(negative(n) for n in negatives),
-        parent=exemplar(parent) if parent is not None else None,
-        edit_format=d.edit_format,
-        tool_contract=d.tool_contract,
-        domain=tool_prompts.draw_domain(rng) if multi else "",
-        task_type=tool_prompts.task_type_for(design_index) if multi else "",
-    )
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """Fills the design request of each slot from the archive, the corpus and the seed library."""
+
+    designer: DesignerConfig
+    memory: Memory
+    sampler: CorpusSampler | None
+    """Draws each request's document (None: designs are not grounded)."""
+    steer: bool = True
+    """Show archived examples and negatives (``memory.enabled``; off in the no-memory ablation)."""
+
+    def make(self, slot: Slot, rng: random.Random, design_index: int) -> DesignRequest:
+        """One prompt's inputs; ``design_index`` counts designs over the run (the task-type rotation)."""
+        d, memory = self.designer, self.memory
+        seed = rng.randrange(2**31)
+        examples = memory.examples(slot.skill, d.memory_examples, seed=seed) if self.steer else []
+        negatives = memory.negatives(slot.skill, d.negative_examples, seed=seed) if self.steer else []
+        mode, parent = slot.mode, None
+        if mode == "edit":
+            candidates = examples or memory.records(slot.skill, EnvStatus.VALID)
+            parent = rng.choice(candidates) if candidates else None
+            mode = "edit" if parent is not None else "generate"
+        multi = d.tool_contract == "multi_turn"
+        worked = (
+            tool_prompts.MULTI_TURN_EXAMPLE
+            if multi
+            else pick_worked_example(d.setting, slot.skill, rng, d.worked_example_chars)
+        )
+        return DesignRequest(
+            skill=slot.skill,
+            mode=mode,
+            worked_example=worked,
+            difficulty=d.difficulty,
+            document=self.sampler.sample() if self.sampler is not None else None,
+            examples=tuple(exemplar(e) for e in examples if parent is None or e.env_id != parent.env_id),
+            negatives=tuple(negative(n) for n in negatives),
+            parent=exemplar(parent) if parent is not None else None,
+            edit_format=d.edit_format,
+            tool_contract=d.tool_contract,
+            domain=tool_prompts.draw_domain(rng) if multi else "",
+            task_type=tool_prompts.task_type_for(design_index) if multi else "",
+        )

@@ -53,6 +53,8 @@ class Mode(ABC):
     """The ``--mode`` value."""
     regen_line: ClassVar[str] = "next batch of the pool (agent only: nothing is designed)"
     """What a regeneration does (the progress line)."""
+    designs: ClassVar[bool] = False
+    """Whether the mode designs environments: the run then builds a design phase (``Components.design``)."""
 
     def check_config(self, cfg: TrainConfig) -> None:
         """Raise :class:`~spade.config.ConfigError` for a setting this mode cannot train with (the registry

@@ -1,6 +1,6 @@
 """``--mode selfplay``, SPADE itself: the model designs the environments it plays, and both roles are trained.
 
-Each regeneration runs the design phase (:func:`spade.design.design_phase`) and plays the new valid
+Each regeneration runs the design phase (:class:`spade.design.DesignPhase`) and plays the new valid
 environments, topped up from the archive by PLR replay when there are too few (without memory, the
 no-memory ablation: only the new ones, or seed games when none is valid). Each designer sample waits in the
 delayed-credit buffer (:mod:`spade.credit`) until ``reward.delay`` steps of plays measured its environment.
@@ -8,7 +8,8 @@ delayed-credit buffer (:mod:`spade.credit`) until ``reward.delay`` steps of play
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spade import credit as cr
@@ -17,8 +18,8 @@ from spade.components import Components
 from spade.config import TrainConfig
 from spade.config.errors import require
 from spade.credit import EnvStats
-from spade.design import design_phase, fresh_only
-from spade.memory import Memory
+from spade.design import DesignOutcome
+from spade.memory import EnvStatus, Memory
 from spade.modes.base import Mode, Regeneration, top_up
 from spade.modes.registry import register
 from spade.scoring import pending, score_designer
@@ -31,6 +32,7 @@ class SelfPlay(Mode):
 
     name = "selfplay"
     regen_line = "design environments"
+    designs = True
 
     def check_config(self, cfg: TrainConfig) -> None:
         """Hinted plays for a reward that needs them; a server for the openai backend."""
@@ -67,7 +69,8 @@ class SelfPlay(Mode):
 
     async def regenerate(self, cfg: TrainConfig, c: Components, state: LoopState, step: int) -> Regeneration:
         """Design one regeneration of environments; play the valid ones, topped up from the archive."""
-        designed, metrics = await design_phase(cfg, c, step)
+        assert c.design is not None  # built for every mode that designs
+        designed, metrics = await c.design.run(step)
         stopping.check()  # designs cut by a stop request are no designs to play
         if not cfg.memory.enabled:  # no-memory ablation: never replay designs
             current = fresh_only(cfg, c.memory, designed, step)
@@ -96,12 +99,27 @@ class SelfPlay(Mode):
         if not due:
             return [], {}
         rewards, state.lp_ema = cr.credit_rewards(due, cfg.reward, state.lp_ema)
-        return score_designer(cfg, due, rewards, n_agent, c.load_design_sample)
+        assert c.design is not None
+        return score_designer(cfg, due, rewards, n_agent, c.design.samples.load)
 
     def metrics(self, cfg: TrainConfig, memory: Memory) -> dict[str, float]:
         """None of its own (the archive's are every mode's)."""
         del cfg, memory
         return {}
+
+
+def fresh_only(cfg: TrainConfig, memory: Memory, designed: Sequence[DesignOutcome], step: int) -> list[str]:
+    """The environments to play under the no-memory ablation (``memory.enabled=False``).
+
+    Only this regeneration's valid designs; designed environments are never replayed. When none is valid
+    the seed library (never designed) fills in, so the agent still has something to train on.
+    """
+    current = [d.env_id for d in designed if d.valid]
+    if current:
+        return current
+    seeds = sorted(r.env_id for r in memory.records(status=EnvStatus.VALID) if r.is_seed)
+    random.Random(f"{cfg.seed}/{step}/seed-fill").shuffle(seeds)
+    return seeds[: cfg.designer.envs_per_regen]
 
 
 register(SelfPlay.name, SelfPlay)

@@ -88,14 +88,14 @@ class Sandbox:
     # -- instances ------------------------------------------------------------------------------------------
     def open(self, source: str, *, filename: str = "<env>", max_turns: int | None = None) -> EnvHandle:
         """Load ``source`` in a fresh instance and return its handle (SandboxError on any failure)."""
-        _check_source(source, filename, max_turns, self.limits)
+        _check_source(source, filename, max_turns, self.limits.max_source_bytes)
         handle = self._spawn(self.limits.slot_wait_s)
         handle.load(source, filename, max_turns)
         return handle
 
     async def aopen(self, source: str, *, filename: str = "<env>", max_turns: int | None = None) -> EnvHandle:
         """Async :meth:`open` (waiting for a slot and forking happen off the event loop)."""
-        _check_source(source, filename, max_turns, self.limits)
+        _check_source(source, filename, max_turns, self.limits.max_source_bytes)
         handle = await asyncio.to_thread(self._spawn, self.limits.slot_wait_s)
         await handle.aload(source, filename, max_turns)
         return handle
@@ -156,7 +156,7 @@ class Sandbox:
         return f"Sandbox({state}, pid={os.getpid()})"
 
 
-def _check_source(source: Any, filename: Any, max_turns: Any, limits: Limits) -> None:
+def _check_source(source: Any, filename: Any, max_turns: Any, max_bytes: int) -> None:
     if type(source) is not str:
         raise TypeError(f"source must be a str, got {type(source).__name__}")
     if type(filename) is not str:
@@ -164,9 +164,9 @@ def _check_source(source: Any, filename: Any, max_turns: Any, limits: Limits) ->
     if max_turns is not None and (type(max_turns) is not int or max_turns < 1):
         raise ValueError(f"max_turns must be a positive int or None, got {max_turns!r}")
     size = len(source.encode("utf-8", "surrogatepass"))
-    if size > limits.max_source_bytes:
+    if size > max_bytes:
         raise SandboxError(
             "load_error",
-            f"the source is {size} bytes, over Limits.max_source_bytes ({limits.max_source_bytes})",
+            f"the source is {size} bytes, over Limits.max_source_bytes ({max_bytes})",
             op="open",
         )
