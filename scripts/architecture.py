@@ -1,6 +1,6 @@
 """Measure the package's shape against the architecture targets (docs/architecture.md).
 
-    python scripts/architecture.py            # the table
+    python scripts/architecture.py            # the table (exit 1 when a target is missed)
     python scripts/architecture.py --json     # the figures as JSON
     python scripts/architecture.py --details  # and what each figure counts
 
@@ -49,8 +49,8 @@ benchmark's own rule, and command-line modules parse arguments: neither is count
 REPLY_PARAMS = {"reply", "completion", "text", "response"}
 STEP = "spade.train:run_step"
 """``module:function``, looked up by the loop in that module's globals: the step (``--step``)."""
-DESIGN = "spade.modes.selfplay:design_phase"
-"""``module:function``, looked up by the step in that module's globals: the design phase (``--design``)."""
+DESIGN = "spade.design.phase:DesignPhase.run"
+"""``module:function`` or ``module:Class.method``: the design phase (``--design``)."""
 LOOP = "spade/train.py"
 """The loop's file, under src (``--loop``)."""
 
@@ -297,9 +297,13 @@ def climbs(walk: Walk) -> list[str]:
     return sorted(out)
 
 
-def _window(module: Any, attr: str, name: str, active: dict[str, set[int]]) -> None:
-    """Replace ``module.attr`` (an async function) by one that marks ``name`` active while it runs, with the
-    frames around it (they are resumed, and so reported as calls, each time the window resumes)."""
+def _window(module: Any, attr: str, name: str, active: dict[str, set[int]]) -> Callable[[], None]:
+    """Replace ``module.attr`` (an async function, or ``Class.method``) by one that marks ``name`` active while
+    it runs, with the frames around it (they are resumed, and so reported as calls, each time the window
+    resumes); returns what puts the original back."""
+    *owner_path, attr = attr.split(".")
+    for part in owner_path:
+        module = getattr(module, part)
     inner = getattr(module, attr)
 
     async def marked(*args: Any, **kwargs: Any) -> Any:
@@ -314,6 +318,7 @@ def _window(module: Any, attr: str, name: str, active: dict[str, set[int]]) -> N
             del active[name]
 
     setattr(module, attr, marked)
+    return lambda: setattr(module, attr, inner)
 
 
 def traced_step(step: str = STEP, design: str = DESIGN) -> dict[str, Walk]:
@@ -331,9 +336,10 @@ def traced_step(step: str = STEP, design: str = DESIGN) -> dict[str, Walk]:
 
     walks = {"step": Walk(), "design": Walk()}
     active: dict[str, set[int]] = {}
+    restore = []
     for name, entry in (("step", step), ("design", design)):
         module, attr = entry.split(":")
-        _window(importlib.import_module(module), attr, name, active)
+        restore.append(_window(importlib.import_module(module), attr, name, active))
     with tempfile.TemporaryDirectory() as tmp:
         argv = ["train", "--preset", "cpu-tiny", "--model.backend", "scripted", "--steps", "1",
                 "--runs-dir", tmp, "--name", "architecture", "--sft.episodes", "0"]  # fmt: skip
@@ -346,6 +352,8 @@ def traced_step(step: str = STEP, design: str = DESIGN) -> dict[str, Walk]:
         finally:
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]
+            for put_back in restore:
+                put_back()
     if code != 0:
         raise SystemExit(f"the traced run failed (exit {code}): spade {' '.join(argv)}")
     return walks
@@ -389,6 +397,18 @@ TARGETS = {
 }
 
 
+def unmet(out: dict[str, Any]) -> list[str]:
+    """The figures of ``out`` that miss their target (``N``, ``N (who)``: exactly N; ``<= N``: at most N)."""
+    missed = []
+    for name, target in TARGETS.items():
+        if target == "-":
+            continue
+        bound = int(target.removeprefix("<= ").split()[0])
+        if out[name] > bound or (not target.startswith("<=") and out[name] != bound):
+            missed.append(f"{name}: {out[name]} (target {target})")
+    return missed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -410,7 +430,10 @@ def main() -> int:
         print(f"{name:<{width}}  {value:>6}  {TARGETS[name]}")
     if args.details:
         print(json.dumps(_details(s, walks), indent=1))
-    return 0
+    missed = unmet(out)
+    for line in missed:
+        print(f"missed: {line}")
+    return 1 if missed else 0
 
 
 def _details(s: Static, walks: dict[str, Walk]) -> dict[str, Any]:

@@ -1,0 +1,44 @@
+"""The package keeps the shape docs/architecture.md describes: scripts/architecture.py's targets hold."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("architecture", ROOT / "scripts" / "architecture.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["architecture"] = module  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_layout_target_holds_in_a_traced_step() -> None:
+    """No import cycle, a config layer at the bottom, one reader of cfg.mode and one reply parser, short files
+    and functions, a short loop, and a step (and its design phase) that hands config to few files."""
+    arch = _script()
+    walks = arch.traced_step()
+    out = arch.figures(arch.static(), walks)
+    assert arch.unmet(out) == []
+    assert out["files the config walks in the design phase"] > 0  # the design window was entered
+    assert "spade/train.py" in walks["step"].section_files
+
+
+def test_a_missed_target_is_reported() -> None:
+    arch = _script()
+    out = dict.fromkeys(arch.TARGETS, 0)
+    out["modules reading cfg.mode"] = out["modules parsing model replies"] = 1
+    assert arch.unmet(out) == []
+    out["files the config walks in one step"] = 13
+    out["modules parsing model replies"] = 0
+    assert arch.unmet(out) == [
+        "modules parsing model replies: 0 (target 1)",
+        "files the config walks in one step: 13 (target <= 12)",
+    ]
