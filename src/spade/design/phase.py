@@ -79,7 +79,7 @@ class DesignPhase:
     hinter: Hinter
     samples: DesignSamples
     """Designer samples awaiting delayed credit."""
-    transcripts: bool = True
+    keep_transcripts: bool = True
     """Write each design's transcript (``transcripts.enabled``)."""
     novelty: Fingerprints | None = None
     """Measures accepted designs' novelty against the archive (None: ``checker.novelty_seeds`` is 0)."""
@@ -110,7 +110,7 @@ class DesignPhase:
                 )
             todo = await self._attempt(todo, rng, step, tried=tried) if todo else todo
         outcomes, hint_stats = await self._hint(tried.outcomes, step)
-        if self.transcripts:
+        if self.keep_transcripts:
             records = [
                 _design_record(x, o, r, step)
                 for x, o, r in zip(tried.designs, outcomes, tried.reports, strict=True)
@@ -236,7 +236,7 @@ def build(cfg: TrainConfig, c: Components) -> DesignPhase:
         checks=checks,
         hinter=hinter,
         samples=DesignSamples(c.run),
-        transcripts=c.keep.enabled,
+        keep_transcripts=c.keep.enabled,
         novelty=Fingerprints(c.runner, seeds, cfg.play.difficulty) if seeds > 0 else None,
         progress=c.progress,
     )  # fmt: skip
