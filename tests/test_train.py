@@ -36,6 +36,7 @@ from spade.credit import EnvStats, PendingCredit
 from spade.design import check, designer, phase
 from spade.memory import EnvStatus, Memory
 from spade.modes.fixed_pool import FixedPool, next_batch
+from spade.rollout import reset_options
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
 from spade.scoring import constant_share, pending, remember
@@ -538,6 +539,7 @@ def test_an_edit_that_changes_nothing_played_is_rejected_as_unchanged(tmp_path: 
                 None,
                 cfg.seed,
                 max_turns=cfg.play.max_turns,  # type: ignore[arg-type]
+                options=reset_options(cfg.play, None),
             )
             return await checks.reject_unchanged(designs, [ok] * len(designs), step=0)
 

@@ -47,6 +47,9 @@ class Checks:
     setting: Setting = "games"
     max_turns: int = 25
     """Most actions of a scripted solution compared by :meth:`reject_unchanged` (``play.max_turns``)."""
+    options: dict[str, int] | None = None
+    """The ``reset`` options of the level the agent plays (:func:`spade.rollout.reset_options`), at which
+    :meth:`reject_unchanged` compares an edit with its parent."""
 
     async def check(
         self, designs: Sequence[Design], step: int, *, first: int = 0
@@ -79,8 +82,6 @@ class Checks:
         """Reject (``UNCHANGED_GAME``) an accepted edit whose scripted solution plays one instance at the
         played level exactly as its parent's does: it changed a comment or a level not played, so the agent
         would learn nothing new from it. Without a winning script on both sides nothing is compared."""
-        win = self.checker.win
-        options = None if win.difficulty is None else {"difficulty": win.difficulty}
         gate = asyncio.Semaphore(self.concurrency)
 
         async def one(i: int, design: Design, report: CheckReport | None) -> CheckReport | None:
@@ -90,7 +91,12 @@ class Checks:
             seed = derive_seed(self.seed, "unchanged", step, first + i)
             async with gate:
                 before, after = await same_instance_demos(
-                    self.runner, parent, design.code, seed=seed, options=options, max_actions=self.max_turns
+                    self.runner,
+                    parent,
+                    design.code,
+                    seed=seed,
+                    options=self.options,
+                    max_actions=self.max_turns,
                 )
             if before is None or before != after:
                 return report

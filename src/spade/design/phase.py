@@ -27,6 +27,7 @@ from spade.design.hints import Hinter
 from spade.design.request import Requests, Slot, plan_slots
 from spade.design.samples import DesignSamples
 from spade.memory import EnvStatus, Memory, StoredFinding
+from spade.rollout import reset_options
 from spade.rundir import RunDir
 from spade.seeds import derive_rng
 from spade.skills import skills_for
@@ -224,6 +225,7 @@ def build(cfg: TrainConfig, c: Components) -> DesignPhase:
         Checker(cfg.checker, cfg.play), c.runner, c.memory, c.policy, cfg.seed,
         concurrency=cluster.check_concurrency(cfg.cluster), review=cfg.checker.llm_review,
         review_tokens=d.hint_max_tokens, setting=d.setting, max_turns=cfg.play.max_turns,
+        options=reset_options(cfg.play, None),
     )  # fmt: skip
     hinter = Hinter(
         d, c.policy, c.runner, c.memory, cfg.seed,
