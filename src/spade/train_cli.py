@@ -34,6 +34,7 @@ from spade.options import RUNTIME_OPTIONS, changed_options
 from spade.rundir import RunDir, RunLockedError, RunStateError
 from spade.summary import run_summary
 from spade.train import train
+from spade.train_help import HELP_ALL, short_help
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def parse_args(argv: Sequence[str]) -> TrainArgs:
 
 def _parse_args(argv: Sequence[str]) -> TrainArgs:
     known, rest = _split(argv)
-    if known.resume is not None and "--help" not in rest and "-h" not in rest:
+    helps = {"-h", "--help", HELP_ALL} & set(rest)
+    if known.resume is not None and not helps:
         return _resume_args(argv, known)
     base, source = _base(known)
     description = (
@@ -97,6 +99,11 @@ def _parse_args(argv: Sequence[str]) -> TrainArgs:
         f"now: {source}); every other option overrides one field. See docs/running.md."
     )
     default = TrainArgs(base, known.preset or "cpu-tiny", known.config)
+    if helps and HELP_ALL not in helps:
+        own = {f.name: getattr(default, f.name) for f in dataclasses.fields(TrainArgs) if f.name != "config"}
+        print(short_help(TrainArgs, base, description, own))
+        raise SystemExit(0)
+    argv = ["--help" if a == HELP_ALL else a for a in argv]  # tyro's listing of every option
     args = tyro.cli(TrainArgs, default=default, args=list(argv), prog="spade train", description=description)
     if _names_itself(argv) or known.config is not None:  # a config file's name is its own
         return args
