@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
-import os
+import shutil
 import textwrap
 import types
 import typing
@@ -56,7 +56,7 @@ def short_help(args_cls: type, cfg: TrainConfig, description: str, own: dict[str
         description: the command's description (what ``--help-all`` shows too).
         own: the defaults of the command's own options, by field name.
     """
-    width = max(60, min(100, _columns()))
+    width = max(60, min(100, shutil.get_terminal_size((100, 24)).columns))  # $COLUMNS, else the terminal's
     lines = ["usage: spade train [--preset NAME | --config FILE] [--resume RUN_DIR] [OPTION ...]", ""]
     lines += [*textwrap.wrap(description, width, break_on_hyphens=False), "", "common options:"]
     lines += _entry("-h, --help", "Show these common options and exit.", width)
@@ -80,13 +80,6 @@ def short_help(args_cls: type, cfg: TrainConfig, description: str, own: dict[str
         f"`spade train {HELP_ALL}` lists every option with its description and default.",
     ]
     return "\n".join(lines)
-
-
-def _columns() -> int:
-    try:
-        return int(os.environ.get("COLUMNS", "")) or os.get_terminal_size().columns
-    except (ValueError, OSError):
-        return 100
 
 
 def _entry(invocation: str, text: str, width: int) -> list[str]:
