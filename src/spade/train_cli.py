@@ -79,8 +79,9 @@ def _split(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def parse_args(argv: Sequence[str]) -> TrainArgs:
-    """The options a command line asks for (``--help`` prints every option and exits), their names checked
-    against the registries (:func:`spade.preflight.check_names`)."""
+    """The options a command line asks for (``--help`` prints the common options and exits, ``--help-all``
+    every option: :mod:`spade.train_help`), their names checked against the registries
+    (:func:`spade.preflight.check_names`)."""
     from spade.preflight import check_names  # noqa: PLC0415 - imports httpx, needed only once parsed
 
     args = _parse_args(argv)

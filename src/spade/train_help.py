@@ -106,7 +106,10 @@ def _doc(cls: type, name: str) -> str:
     for klass in cls.__mro__:
         if name not in getattr(klass, "__annotations__", {}):
             continue
-        body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
+        try:
+            body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0]
+        except (OSError, TypeError):  # no source shipped: the option is listed without its description
+            return ""
         assert isinstance(body, ast.ClassDef)
         for node, after in zip(body.body, body.body[1:], strict=False):
             target = node.target if isinstance(node, ast.AnnAssign) else None
