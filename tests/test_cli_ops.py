@@ -13,6 +13,8 @@ import pytest
 
 import spade
 from spade import envs
+from spade.config import TrainConfig
+from spade.options import option_values
 
 ROOT = Path(__file__).parents[1]
 GAMES_WITH_LEVEL_BUDGETS = ["countdown", "knapsack", "seating", "sequences", "sokoban", "switchboard"]
@@ -100,7 +102,7 @@ def test_play_max_turns_from_the_command_line() -> None:
 
 
 def test_every_train_option_is_described_and_preset_resume_are_listed() -> None:
-    out = subprocess.run([sys.executable, "-m", "spade.cli", "train", "--help"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "spade.cli", "train", "--help-all"], capture_output=True,
                          text=True, timeout=120, check=False, env={**os.environ, "COLUMNS": "100"})  # fmt: skip
     assert out.returncode == 0, out.stderr
     raw = out.stdout.splitlines()
@@ -120,12 +122,50 @@ def test_every_train_option_is_described_and_preset_resume_are_listed() -> None:
     } <= names
 
 
+def test_train_help_shows_the_common_options_and_help_all_every_option() -> None:
+    """`spade train --help` was 920 lines (every option); --preset's text left out paper-tool."""
+    env = {**os.environ, "COLUMNS": "100"}
+    run = [sys.executable, "-m", "spade.cli", "train"]
+    short = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=120, check=True, env=env)
+    full = subprocess.run(
+        [*run, "--help-all"], capture_output=True, text=True, timeout=120, check=True, env=env
+    )
+    lines = short.stdout.splitlines()
+    assert len(lines) <= 100, len(lines)
+    assert lines[-1] == "`spade train --help-all` lists every option with its description and default."
+    flags = [ln.split()[0].rstrip(",") for ln in lines if ln.startswith("  --")]
+    assert flags[:8] == [
+        "--preset",
+        "--config",
+        "--steps",
+        "--seed",
+        "--name",
+        "--runs-dir",
+        "--resume",
+        "--overwrite",
+    ]
+    assert {"--mode", "--model.backend", "--model.model", "--model.threads", "--eval.every"} <= set(flags)
+    assert "paper-tool (the released tool-use recipe" in " ".join(short.stdout.split())
+    names = [
+        *(f"--{n}" for n in option_values(TrainConfig())),
+        "--preset",
+        "--config",
+        "--resume",
+        "--format",
+    ]
+    listed = {word.rstrip(",") for ln in full.stdout.splitlines() for word in ln.strip("│ ").split()[:2]}
+    missing = [n for n in names if n.replace("_", "-") not in listed]
+    assert not missing, missing
+    assert len(names) > 200
+
+
 def test_readme_stands_on_its_own() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "../shared" not in readme
     links = re.findall(r"\]\(([^)#]+)\)", readme)
     local = [link for link in links if not link.startswith(("http://", "https://"))]
-    assert {"docs/architecture.md", "docs/running.md", "docs/metrics.md"} <= set(local)
+    pages = ["architecture", "running", "metrics", "report", "paper-recipe", "scaling", "ecosystem", "eval"]
+    assert {f"docs/{page}.md" for page in pages} <= set(local)
     for link in local:
         assert (ROOT / link).exists(), link
     assert "tensorboard" in readme.lower()

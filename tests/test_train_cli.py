@@ -13,7 +13,7 @@ import pytest
 import spade.backends
 from scripted_run import tiny_config, tiny_run
 from spade.cli import main as cli_main
-from spade.config import CPU_TINY, PAPER, ConfigError, TrainConfig, from_dict, from_json
+from spade.config import CPU_TINY, PAPER, ConfigError, TrainConfig, from_dict, from_json, to_json
 from spade.errors import SpadeError
 from spade.options import with_options
 from spade.train import train
@@ -121,3 +121,80 @@ def test_printing_a_config_says_what_is_wrong_with_the_options(capsys: pytest.Ca
     assert "plays_per_env must be >= 2" in capsys.readouterr().err
     assert cli_main(["config", "--help"]) == 0
     assert capsys.readouterr().out.startswith("usage: spade config [PRESET]")
+
+
+@pytest.mark.parametrize("name", ["cpu-tiny", "paper", "paper-tool"])
+@pytest.mark.parametrize("form", [[], ["--json"]])
+def test_the_config_spade_config_prints_reads_back_with_config(
+    name: str, form: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`spade config ... > f.toml`, then `spade train --config f.toml` resolves the same config (None
+    values, written as `# key: unset`, included); options given with --config override the file's."""
+    options = ["--mode", "fixed_pool", "--steps", "3", "--eval.limit", "None", "--rollout.plays-per-env", "6"]
+    assert cli_main(["config", name, *options, *form]) == 0
+    path = tmp_path / ("c.json" if form else "c.toml")
+    path.write_text(capsys.readouterr().out)
+    expected, _ = parse_config(["--preset", name, *options])
+    assert (expected.eval.limit, expected.name) == (None, f"{name}-fixed_pool")
+    assert parse_config(["--config", str(path)])[0] == expected
+    assert parse_config(["--config", str(path), "--seed", "5"])[0] == with_options(expected, {"seed": 5})
+    assert cli_main(["config", "--config", str(path), *form]) == 0
+    assert capsys.readouterr().out == path.read_text()
+
+
+def test_a_config_file_goes_to_config_and_its_bad_values_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text('steps = 2\n\n[model]\nthreads = "two"\n')
+    assert run_cli(["--config", str(path)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"spade train: config file {path}: model.threads = 'two': expected an integer\n"
+    )
+    path.write_text(
+        "steps = 2\n[rollout]\nplays_per_env = 6\n"
+    )  # a hand-written subset: the rest as defaults
+    cfg, _ = parse_config(["--config", str(path)])
+    assert (cfg.steps, cfg.rollout.plays_per_env, cfg.name) == (2, 6, TrainConfig().name)
+    assert run_cli(["--preset", str(path)]) == 2
+    assert (
+        f"--preset takes a preset name (paper, paper-tool, cpu-tiny); to start from the config file {path}, "
+        f"pass --config {path}" in capsys.readouterr().err
+    )
+    assert run_cli(["--preset", "paper", "--config", str(path)]) == 2
+    assert f"--config {path} replaces the preset: drop --preset paper" in capsys.readouterr().err
+
+
+def test_resume_refuses_a_preset_or_a_config_file(finished: Path, tmp_path: Path) -> None:
+    """`--resume R --preset paper` was silently ignored."""
+    with pytest.raises(ConfigError, match=r"drop --preset, or start a new run"):
+        parse_config(["--resume", str(finished), "--preset", "paper"])
+    with pytest.raises(ConfigError, match=r"drop --config --seed, or start a new run"):
+        parse_config(["--resume", str(finished), "--config", str(tmp_path / "c.toml"), "--seed", "4"])
+
+
+def test_a_damaged_config_json_names_the_key_and_the_bad_value(finished: Path) -> None:
+    """It was reported by its exception class only ("is damaged (TypeError)")."""
+    path = finished / "config.json"
+    good = json.loads(path.read_text())
+    for damage, named in [
+        ({"model": {**good["model"], "threads": "two"}}, "model.threads = 'two': expected an integer"),
+        ({"rollout": 3}, r"\[rollout\] is 3: expected a table of RolloutConfig options"),
+        ({"play": {**good["play"], "action_mode": "shout"}}, "play.action_mode = 'shout': expected one of"),
+        ({"stepz": 3}, r"unknown options \['stepz'\]"),
+    ]:
+        path.write_text(json.dumps({**good, **damage}))
+        with pytest.raises(SpadeError, match=rf"config\.json is damaged \({named}.*--overwrite"):
+            parse_config(["--resume", str(finished)])
+
+
+def test_a_run_directory_holding_only_a_hand_written_config_json_starts_that_run(tmp_path: Path) -> None:
+    """It failed in step 0 on a missing folder (ENOENT), then advised `--resume` again."""
+    run = tmp_path / "hand"
+    run.mkdir()
+    written = json.loads(to_json(tiny_config(tmp_path, "hand", steps=1)))
+    del written["cluster"], written["transcripts"]  # written by hand: options left out take their defaults
+    (run / "config.json").write_text(json.dumps(written))
+    assert run_cli(["--resume", str(run)]) == 0
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 1

@@ -21,6 +21,7 @@ import httpx
 from spade.config import ConfigError, DesignerConfig, EvalConfig, ModelConfig, TrainConfig
 from spade.ecosystem import remote as ecosystem_remote
 from spade.errors import SpadeError
+from spade.seed_files import is_file_entry, seed_files
 from spade.skills import skills_for
 
 SERVER_CHECK_TIMEOUT_S = 5.0
@@ -71,7 +72,8 @@ def _require(ok: bool, message: str) -> None:
 
 
 def _check_seed_names(cfg: TrainConfig) -> None:
-    """``sft.envs`` are seed games, ``designer.seeds`` seeds of ``designer.skills``."""
+    """``sft.envs`` are seed games, ``designer.seeds`` seeds of ``designer.skills`` or environment files
+    (:func:`spade.seed_files.seed_files` checks these)."""
     d = cfg.designer
     if not (cfg.sft.episodes and cfg.sft.envs) and not d.seeds:
         return
@@ -81,8 +83,17 @@ def _check_seed_names(cfg: TrainConfig) -> None:
     bad = [n for n in cfg.sft.envs if n not in games] if cfg.sft.episodes else []
     _require(not bad, f"sft.envs {bad} are not seed games; choose from {', '.join(games)}")
     ours = [n for n in envs.names(d.setting) if not d.skills or envs.spec(n).skill in d.skills]
-    bad = [n for n in d.seeds if n not in ours]
-    _require(not bad, f"designer.seeds {bad} are not seeds of designer.skills; choose from {', '.join(ours)}")
+    files = [n for n in d.seeds if n not in envs.names(d.setting) and is_file_entry(n)]
+    bad = [n for n in d.seeds if n not in ours and n not in files]
+    _require(
+        not bad,
+        f"designer.seeds {bad} are not seeds of designer.skills; choose from {', '.join(ours)}, or give an "
+        "environment file or folder (PATH.py, or PATH.py:SKILL where the file declares no skill)",
+    )
+    clash = sorted({f.path.stem for f in seed_files(files, d)} & (set(d.seeds) - set(files)))
+    _require(
+        not clash, f"designer.seeds: files named as the library seeds {clash} given too: rename the files"
+    )
 
 
 def _check_skills(d: DesignerConfig) -> None:

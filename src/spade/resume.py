@@ -56,6 +56,7 @@ def open_run(
             cfg = dataclasses.replace(cfg, steps=resumed.steps)
         if not overwrite:
             run.check_archive()
+            run.make_folders()
             done = run.resume_point().step  # raises when there is nothing safe to continue from
             if resumed.steps is not None and resumed.steps < done:
                 raise ConfigError(

@@ -97,9 +97,14 @@ class RunDir:
                 f"{self.root} already holds a run: continue it with `spade train --resume {self.root}`, "
                 "replace it with --overwrite, or choose another --name"
             )
+        self.make_folders()
+        self.save_config(cfg)
+
+    def make_folders(self) -> None:
+        """Make the run's folders where they are missing (a run directory may hold only a hand-written
+        config.json: resuming it starts that run)."""
         for sub in ("envs/rejected", "samples", "checkpoints", "tb"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        self.save_config(cfg)
 
     def save_config(self, cfg: TrainConfig) -> None:
         """Write (or replace, when a run is extended) the resolved config."""
@@ -117,11 +122,10 @@ class RunDir:
             )
         try:
             return from_json(self.config_path.read_text())
-        except (ValueError, TypeError, ConfigError) as exc:
+        except (ValueError, TypeError, ConfigError) as exc:  # ConfigError names the key and the bad value
             raise RunStateError(
-                f"{self.config_path} is damaged ({type(exc).__name__}): restore it from a copy, or start "
-                f"the run over with `spade train --overwrite --name {self.root.name} --runs-dir "
-                f"{self.root.parent} ...`"
+                f"{self.config_path} is damaged ({exc}): fix it or restore it from a copy, or start the run "
+                f"over with `spade train --overwrite --name {self.root.name} --runs-dir {self.root.parent} ...`"
             ) from None
 
     def clear(self) -> None:

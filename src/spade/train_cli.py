@@ -1,5 +1,6 @@
-"""``spade train``: a preset, command-line overrides of any config field, or ``--resume RUN_DIR``; with
-``--print-config`` (or as ``spade config``) it prints the resolved config instead and starts nothing.
+"""``spade train``: a preset (or a config file), command-line overrides of any config field, or ``--resume
+RUN_DIR``; with ``--print-config`` (or as ``spade config``) it prints the resolved config instead and starts
+nothing.
 
 Everything that can be checked is checked before a run directory is touched (:mod:`spade.preflight`);
 every error the project raises on purpose prints as one line. Exit status: 0 finished, 1 the run stopped
@@ -25,7 +26,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from spade import modes, preflight, stopping
-from spade.config import CPU_TINY, PRESETS, ConfigError, TrainConfig, preset, to_json, to_toml
+from spade.config import CPU_TINY, PRESETS, ConfigError, TrainConfig, load_file, preset, to_json, to_toml
 from spade.console import Console, failure_note, finish_note, run_output, ticking
 from spade.errors import SpadeError
 from spade.memory import Memory
@@ -33,6 +34,7 @@ from spade.options import RUNTIME_OPTIONS, changed_options
 from spade.rundir import RunDir, RunLockedError, RunStateError
 from spade.summary import run_summary
 from spade.train import train
+from spade.train_help import HELP_ALL, short_help
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,13 @@ class TrainArgs:
 
     config: Annotated[TrainConfig, tyro.conf.arg(name="")] = field(default_factory=lambda: CPU_TINY)
     preset: str = "cpu-tiny"
-    """Named defaults the other options override: cpu-tiny (embedded 135M model, 2 CPU cores, minutes) or
-    paper (the released recipe, 8 GPUs)."""
+    """Named defaults the other options override: cpu-tiny (embedded 135M model, 2 CPU cores, minutes),
+    paper (the released games recipe, 8 GPUs) or paper-tool (the released tool-use recipe, 8 GPUs). A config
+    file is given with --config, not here."""
+    config_file: Annotated[Path | None, tyro.conf.arg(name="config", metavar="FILE")] = None
+    """Start from this config file instead of a preset: TOML as `spade config` prints it (a hand-written one
+    may leave options out: they take their defaults, as in a preset's own file) or JSON (.json: a run's
+    config.json). The other options override it; the run name is the file's. Not with --preset."""
     resume: Path | None = None
     """Continue the run in this directory from its newest complete checkpoint, with its saved config: only
     --steps (to extend it, not below the steps done), --overwrite and runtime options such as
@@ -63,7 +70,8 @@ class TrainArgs:
 
 def _split(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="spade train", add_help=False)
-    parser.add_argument("--preset", default="cpu-tiny")
+    parser.add_argument("--preset", default=None)
+    parser.add_argument("--config", type=Path, default=None)
     parser.add_argument("--resume", type=Path, default=None)
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--steps", type=int, default=None)
@@ -71,8 +79,9 @@ def _split(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def parse_args(argv: Sequence[str]) -> TrainArgs:
-    """The options a command line asks for (``--help`` prints every option and exits), their names checked
-    against the registries (:func:`spade.preflight.check_names`)."""
+    """The options a command line asks for (``--help`` prints the common options and exits, ``--help-all``
+    every option: :mod:`spade.train_help`), their names checked against the registries
+    (:func:`spade.preflight.check_names`)."""
     from spade.preflight import check_names  # noqa: PLC0415 - imports httpx, needed only once parsed
 
     args = _parse_args(argv)
@@ -82,16 +91,22 @@ def parse_args(argv: Sequence[str]) -> TrainArgs:
 
 def _parse_args(argv: Sequence[str]) -> TrainArgs:
     known, rest = _split(argv)
-    if known.resume is not None and "--help" not in rest and "-h" not in rest:
-        return _resume_args(argv, known.resume)
-    base = preset(known.preset)
+    helps = {"-h", "--help", HELP_ALL} & set(rest)
+    if known.resume is not None and not helps:
+        return _resume_args(argv, known)
+    base, source = _base(known)
     description = (
-        f"Run SPADE self-play training. --preset chooses the defaults ({', '.join(PRESETS)}; now: "
-        f"{known.preset}); every other option overrides one field. See docs/running.md."
+        f"Run SPADE self-play training. --preset (or --config FILE) chooses the defaults ({', '.join(PRESETS)}; "
+        f"now: {source}); every other option overrides one field. See docs/running.md."
     )
-    default = TrainArgs(base, known.preset)
+    default = TrainArgs(base, known.preset or "cpu-tiny", known.config)
+    if helps and HELP_ALL not in helps:
+        own = {f.name: getattr(default, f.name) for f in dataclasses.fields(TrainArgs) if f.name != "config"}
+        print(short_help(TrainArgs, base, description, own))
+        raise SystemExit(0)
+    argv = ["--help" if a == HELP_ALL else a for a in argv]  # tyro's listing of every option
     args = tyro.cli(TrainArgs, default=default, args=list(argv), prog="spade train", description=description)
-    if _names_itself(argv):
+    if _names_itself(argv) or known.config is not None:  # a config file's name is its own
         return args
     return dataclasses.replace(args, config=dataclasses.replace(args.config, name=default_name(args.config)))
 
@@ -106,24 +121,50 @@ def default_name(cfg: TrainConfig) -> str:
     return modes.make(cfg).run_name(cfg.name)
 
 
+def _base(known: argparse.Namespace) -> tuple[TrainConfig, str]:
+    """The config the options override (a preset's, or a config file's), and what it came from.
+
+    Raises:
+        ConfigError: both --preset and --config, a file given to --preset, an unknown preset, or a config
+            file that cannot be read or holds a bad value.
+    """
+    if known.config is not None:
+        if known.preset is not None:
+            raise ConfigError(
+                f"--config {known.config} replaces the preset: drop --preset {known.preset} (or --config)"
+            )
+        return load_file(known.config), str(known.config)
+    name = known.preset or "cpu-tiny"
+    if name not in PRESETS and (
+        "/" in name or Path(name).suffix in (".toml", ".json") or Path(name).exists()
+    ):
+        raise ConfigError(
+            f"--preset takes a preset name ({', '.join(PRESETS)}); to start from the config file {name}, pass "
+            f"--config {name}"
+        )
+    return preset(name), name
+
+
 def _names_itself(argv: Sequence[str]) -> bool:
     return any(a == "--name" or a.startswith("--name=") for a in argv)
 
 
-def _resume_args(argv: Sequence[str], run_dir: Path) -> TrainArgs:
+def _resume_args(argv: Sequence[str], known: argparse.Namespace) -> TrainArgs:
     """The options of a resume: the run's saved config, with the new step total and runtime options given.
 
     Raises:
-        spade.rundir.RunStateError: ``run_dir`` holds no readable run.
-        ConfigError: an option other than --steps, --overwrite and runtime options is given a new value.
+        spade.rundir.RunStateError: ``known.resume`` holds no readable run.
+        ConfigError: --preset or --config, or an option other than --steps, --overwrite and runtime options
+            given a new value.
     """
-    saved = RunDir(run_dir).load_config()
+    saved = RunDir(known.resume).load_config()
     args = tyro.cli(TrainArgs, default=TrainArgs(saved), args=list(argv), prog="spade train")
+    bases = [name for name in ("preset", "config") if getattr(known, name) is not None]
     refused = [
         name for name in changed_options(saved, args.config) if name not in (*RUNTIME_OPTIONS, "steps")
     ]
-    if refused:
-        flags = " ".join(f"--{name.replace('_', '-')}" for name in refused)
+    if bases or refused:
+        flags = " ".join(f"--{name.replace('_', '-')}" for name in (*bases, *refused))
         raise ConfigError(
             f"--resume continues a run with its saved config; besides --steps, --overwrite and runtime "
             f"options (such as --model.threads; see docs/running.md) nothing may change: drop {flags}, or "
@@ -146,9 +187,9 @@ def render_config(args: TrainArgs) -> str:
 CONFIG_USAGE = f"""usage: spade config [PRESET] [OPTION ...] [--json | --format json]
 
 Print the resolved config of `spade train --preset PRESET OPTION ...` and exit, starting nothing.
-PRESET: {", ".join(PRESETS)} (default cpu-tiny). OPTION: any option of `spade train --help`;
-with --resume RUN_DIR, the config that run continues with. TOML by default; JSON (--json) in the form
-of a run's config.json."""
+PRESET: {", ".join(PRESETS)} (default cpu-tiny). OPTION: any option of `spade train --help-all`;
+with --config FILE, that file's config; with --resume RUN_DIR, the config that run continues with. TOML by
+default; JSON (--json) in the form of a run's config.json. `spade train --config FILE` reads either back."""
 
 
 def config_cli(argv: Sequence[str]) -> int:

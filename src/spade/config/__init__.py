@@ -3,7 +3,8 @@
 Parsed once by the CLI with tyro (attribute docstrings become ``--help``). Named presets (``cpu-tiny``,
 ``paper``) are full ``TrainConfig`` values that command-line flags override. Cross-field checks raise
 :class:`ConfigError` with a message that says how to fix the value. ``to_json`` / ``from_json`` round-trip
-a resolved config (it is written to every run directory); ``to_toml`` prints it for people to read.
+a resolved config (it is written to every run directory); ``to_toml`` prints it for people to read, and
+``load_file`` reads either back (``spade train --config FILE``).
 
 The package is the bottom layer: it imports nothing from ``spade`` but :mod:`spade.errors`. One module per
 section (``model``, ``play``, ``designer``, ...), each section checking its own values; :mod:`.train`
@@ -19,7 +20,7 @@ from spade.config.eval import EvalConfig, EvalOptions, EvalSettings
 from spade.config.memory import CorpusConfig, MemoryConfig, TranscriptConfig
 from spade.config.model import ModelConfig, OpenAIConfig, ScriptedConfig, VLLMConfig
 from spade.config.play import PlayConfig, WinRule
-from spade.config.presets import CPU_TINY, PAPER, PAPER_TOOL, PRESETS, preset
+from spade.config.presets import CPU_TINY, PAPER, PAPER_TOOL, PRESETS, load_file, preset
 from spade.config.procedural import ProceduralConfig
 from spade.config.rollout import RewardConfig, RolloutConfig
 from spade.config.sandbox import LayerMode, Limits
@@ -65,6 +66,7 @@ __all__ = [
     "WinRule",
     "from_dict",
     "from_json",
+    "load_file",
     "migrate",
     "preset",
     "to_dict",

@@ -18,8 +18,10 @@ class DesignerConfig:
     skills: tuple[str, ...] = ()
     """Skill slugs to design for; empty means all skills of the setting."""
     seeds: tuple[str, ...] = ()
-    """Seed environments (library names) the archive starts from: the designer's first examples, the fill
-    when too few designs are valid, and the default fixed pool. Empty: every seed of ``skills``."""
+    """Seed environments the archive starts from: the designer's first examples, the fill when too few
+    designs are valid, and the default fixed pool. Each a library name (`spade envs`), or an environment file
+    or folder of them, PATH[:SKILL] (the skill, where the file sets no `skill = "..."`). Empty: every library
+    seed of ``skills``; only files: those alone."""
     skills_per_regen: int = 3
     """Round-robin window of skills active per regeneration epoch."""
     envs_per_regen: int = 24

@@ -1,16 +1,19 @@
-"""Named presets: full :class:`TrainConfig` values that command-line flags override.
+"""Named presets: full :class:`TrainConfig` values that command-line flags override, and config files.
 
-Each is a TOML file in ``presets/`` holding only the fields that differ from the defaults, read with
-:func:`spade.config.from_dict` when this package is imported.
+Each preset is a TOML file in ``presets/`` holding only the fields that differ from the defaults, read with
+:func:`spade.config.from_dict` when this package is imported. A config file of one's own
+(:func:`load_file`, ``spade train --config FILE``) is read the same way.
 """
 
 from __future__ import annotations
 
 import tomllib
 from importlib import resources
+from pathlib import Path
 
+from spade.config import toml
 from spade.config.errors import ConfigError
-from spade.config.serial import from_dict
+from spade.config.serial import from_dict, from_json
 from spade.config.train import TrainConfig
 
 
@@ -46,3 +49,25 @@ def preset(name: str) -> TrainConfig:
         return PRESETS[name]
     except KeyError:
         raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
+
+
+def load_file(path: Path) -> TrainConfig:
+    """The config in a file: TOML as ``spade config`` prints it (``# key: unset`` read as None), or JSON
+    (``.json``: a run's config.json, of this or an older version); options it leaves out take their defaults,
+    as in a preset's file.
+
+    Raises:
+        ConfigError: the file cannot be read, is not TOML/JSON, or holds an unknown option or a bad value
+            (the message names the file, and the option by its dotted name).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            return from_json(text)
+        return from_dict(TrainConfig, toml.loads(text))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the config file {path}: {exc.strerror or exc}") from None
+    except (ValueError, TypeError) as exc:  # TOML/JSON syntax, or ConfigError: a key and its bad value
+        kind = "JSON" if path.suffix == ".json" else "TOML"
+        problem = str(exc) if isinstance(exc, ConfigError) else f"not valid {kind}: {exc}"
+        raise ConfigError(f"config file {path}: {problem}") from None

@@ -46,27 +46,68 @@ T = TypeVar("T")
 
 
 def from_dict(cls: type[T], data: dict[str, Any]) -> T:
-    """Rebuild a config dataclass from ``to_dict`` output; unknown keys are an error."""
+    """Rebuild a config dataclass from ``to_dict`` output (or a preset's or a hand-written subset of it).
+
+    Raises:
+        ConfigError: an unknown key, or a value of the wrong type; the message names the key by its dotted
+            name and the value (``model.threads = 'two': expected an integer``).
+    """
+    return _build(cls, data, "")
+
+
+def _build(cls: type[T], data: Any, prefix: str) -> T:
+    where = f"[{prefix.rstrip('.')}]" if prefix else "the top level"
+    require(isinstance(data, dict), f"{where} is {data!r}: expected a table of {cls.__name__} options")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = set(data) - names
-    require(not unknown, f"unknown {cls.__name__} fields {sorted(unknown)}; valid: {sorted(names)}")
-    kwargs = {k: _coerce(hints[k], v) for k, v in data.items()}
+    unknown = sorted(f"{prefix}{k}" for k in set(data) - names)
+    require(not unknown, f"unknown options {unknown}; {cls.__name__} has {sorted(names)}")
+    kwargs = {k: _coerce(hints[k], v, f"{prefix}{k}") for k, v in data.items()}
     return cls(**kwargs)
 
 
-def _coerce(hint: Any, value: Any) -> Any:
-    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
-        return from_dict(hint, value)  # type: ignore[arg-type]
+def _coerce(hint: Any, value: Any, key: str) -> Any:
+    """``value`` as the type ``hint`` asks for (lists become tuples, strings paths), checked."""
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, f"{key}.")  # type: ignore[arg-type]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        return _coerce(options[0], value, key) if len(options) == 1 else value
+    if origin is typing.Literal:
+        _expect(value in args, key, value, f"one of {', '.join(map(repr, args))}")
+        return value
+    if origin is tuple:
+        _expect(isinstance(value, list | tuple), key, value, "an array")
+        items = [args[0]] * len(value) if args[-1:] == (...,) else list(args)
+        _expect(len(items) == len(value), key, value, f"an array of {len(items)} values")
+        return tuple(_coerce(h, v, f"{key}[{i}]") for i, (h, v) in enumerate(zip(items, value, strict=True)))
+    if origin is dict:
+        _expect(isinstance(value, dict), key, value, "a table")
+        return value
     if hint is Path:
+        _expect(isinstance(value, str | Path), key, value, "a path (a string)")
         return Path(value)
-    origin = typing.get_origin(hint)
-    if origin is tuple and isinstance(value, list):
-        return tuple(value)
-    if origin in (typing.Union, types.UnionType) and value is not None:
-        non_none = [a for a in typing.get_args(hint) if a is not type(None)]
-        return _coerce(non_none[0], value) if len(non_none) == 1 else value
+    if hint is bool:
+        _expect(isinstance(value, bool), key, value, "true or false")
+    elif hint in _LEAVES:
+        kinds, what = _LEAVES[hint]
+        _expect(isinstance(value, kinds) and not isinstance(value, bool), key, value, what)
     return value
+
+
+_LEAVES: dict[Any, tuple[type | tuple[type, ...], str]] = {
+    int: (int, "an integer"),
+    float: ((int, float), "a number"),
+    str: (str, "a string"),
+}
+"""Leaf types other than bool: what a value must be an instance of (a bool never is one), and its name."""
+
+
+def _expect(ok: bool, key: str, value: Any, what: str) -> None:
+    require(ok, f"{key} = {value!r}: expected {what}")
 
 
 _FLAT_MODEL_FIELDS: dict[str, tuple[str, str]] = {
@@ -107,4 +148,5 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
 
 def from_json(text: str) -> TrainConfig:
     """Parse JSON written by :func:`to_json` (of this or an older version: see :func:`migrate`)."""
-    return from_dict(TrainConfig, migrate(json.loads(text)))
+    data = json.loads(text)
+    return from_dict(TrainConfig, migrate(data) if isinstance(data, dict) else data)

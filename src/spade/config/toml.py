@@ -2,17 +2,20 @@
 
 Enough for a resolved config (:func:`spade.config.to_toml`) without a dependency; what it writes reads back
 with :mod:`tomllib` as the same values. ``None`` has no TOML form: such a key is written as a comment
-(``# key: unset``), so the table reads back without it.
+(``# key: unset``), so :mod:`tomllib` reads the table back without it, and :func:`loads` with it, as None.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import tomllib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_UNSET = re.compile(r"# ([A-Za-z0-9_-]+): unset")
+_HEADER = re.compile(r"\[([A-Za-z0-9_.-]+)\]")
 _ARRAY_LINE = 80
 """Longest array written on one line, in characters."""
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -25,6 +28,24 @@ def dumps(table: Mapping[str, Any]) -> str:
         TypeError: a value with no TOML form (an object, ``None`` inside an array, a mapping inside an array).
     """
     return "\n".join(_table(table, ())).lstrip("\n") + "\n"
+
+
+def loads(text: str) -> dict[str, Any]:
+    """``text`` read by :mod:`tomllib`, each ``# key: unset`` line :func:`dumps` wrote read back as None.
+
+    Raises:
+        tomllib.TOMLDecodeError: ``text`` is not TOML (the message gives the line and column).
+    """
+    data = tomllib.loads(text)
+    table = data
+    for line in text.splitlines():
+        if header := _HEADER.fullmatch(line.strip()):
+            table = data
+            for key in header[1].split("."):
+                table = table.setdefault(key, {})
+        elif (unset := _UNSET.fullmatch(line.strip())) and unset[1] not in table:
+            table[unset[1]] = None
+    return data
 
 
 def _table(table: Mapping[str, Any], path: tuple[str, ...]) -> list[str]:

@@ -22,8 +22,9 @@ from spade.credit import EnvStats
 from spade.design import DesignOutcome
 from spade.ecosystem import remote as ecosystem_remote
 from spade.memory import FILENAME as MEMORY_FILE
-from spade.memory import EnvStatus, Memory, archive_sources, seed_sources
+from spade.memory import EnvStatus, Memory, archive_sources
 from spade.sandbox import Limits
+from spade.seed_files import designer_seed_sources
 from spade.seeds import derive_rng, derive_seed
 from spade.skills import skills_for
 from spade.state import LoopState
@@ -139,12 +140,12 @@ class Mode(ABC):
 
 
 def pool_sources(cfg: TrainConfig) -> list[EnvSource]:
-    """The warm-start / fixed-pool environments: the seed library (``designer.seeds``, else the seeds of
-    ``designer.skills``), a run's archive, a folder of files, or a remote pool (``openenv:URL``,
-    ``verifiers:MODULE``)."""
+    """The warm-start / fixed-pool environments: the seeds (``designer.seeds``, library names and files:
+    :func:`spade.seed_files.designer_seed_sources`), a run's archive, a folder of files, or a remote pool
+    (``openenv:URL``, ``verifiers:MODULE``)."""
     if not cfg.pool:
         d = cfg.designer
-        return seed_sources(d.setting, d.skills, d.seeds)
+        return designer_seed_sources(d)
     if ecosystem_remote.is_remote(cfg.pool):
         return ecosystem_remote.pool_sources(cfg.pool)
     folder = Path(cfg.pool)
