@@ -11,10 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_train import scripted_config
-
 from spade.config import ConfigError, EvalConfig, TrainConfig
 from spade.train import train
+from test_train import scripted_config
 
 MARKS = (0, 1000, 3000, 7000)
 """The scripted fixed-pool run samples 1,700-1,800 tokens a step: marks at steps 0, 1, 2 and the run's end."""

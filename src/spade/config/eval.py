@@ -9,6 +9,7 @@ training config's section (plus when to evaluate). ``spade eval``'s flags are :c
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -96,7 +97,7 @@ class EvalConfig(EvalSettings):
         )
         marks = self.at_tokens
         require(
-            all(m >= 0 for m in marks) and all(a < b for a, b in zip(marks, marks[1:], strict=False)),
+            all(m >= 0 for m in marks) and all(a < b for a, b in itertools.pairwise(marks)),
             f"eval.at_tokens must be increasing sampled-token counts >= 0 (got {list(marks)})",
         )
         require(not (marks and self.every), "eval.at_tokens replaces eval.every: set eval.every to 0")

@@ -1,0 +1,195 @@
+"""experiments/curriculum_auc.py: the learning-curve experiment end to end on the scripted backend (records,
+skipping, commits, summary, docs), its plan checks, and its statistics (AUC, IQM, stratified bootstrap)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))  # not a package
+
+import auc_report as report
+import auc_stats as stats
+import curriculum_auc as exp
+
+from spade.train_cli import parse_config
+from spade.training import sft
+
+SCRIPTED = ["--model.backend", "scripted", "--model.scripted.behaviour", "valid", "--play.turn-tokens", "256",
+            "--play.action-mode", "boxed", "--play.demos", "0", "--designer.max-tokens", "4096",
+            "--designer.edit-format", "file", "--sft.designs", "0"]  # fmt: skip
+TINY = ["--arms", "selfplay", "fixed_pool", "--seeds", "0", "1", "--marks", "0", "5000", "10000", "15000",
+        "20000", "--regen-interval", "1", "--step-tokens", "13000", "4000", "--min-regens", "2",
+        "--tasks", "variants:combination_lock", "--limit", "3", "--max-steps", "12"]  # fmt: skip
+
+
+def _git(folder: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(folder), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_the_harness_records_skips_commits_and_reports_from_records_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    records = repo / "experiments" / "results" / "tiny"
+    records.mkdir(parents=True)
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "t@t")
+    _git(repo, "config", "user.name", "t")
+    results = tmp_path / "docs" / "results.md"
+    results.parent.mkdir()
+    argv = [*TINY, "--name", "tiny", "--records", str(records), "--runs", str(tmp_path / "runs"),
+            "--results", str(results), "--commit", "--", *SCRIPTED]  # fmt: skip
+    assert exp.main(argv) == 0
+    names = sorted(p.name for p in records.glob("*-s*.json"))
+    assert names == ["fixed_pool-s0.json", "fixed_pool-s1.json", "selfplay-s0.json", "selfplay-s1.json"]
+    # each record committed alone, as it was written
+    assert sorted(_git(repo, "log", "--format=%s").splitlines()) == sorted(
+        f"experiment record tiny/{n}: one finished run's held-out scores" for n in names
+    )
+    assert _git(repo, "show", "--stat", "--format=", "HEAD").count("|") == 1
+    by_name = {n: json.loads((records / n).read_text()) for n in names}
+    for r in by_name.values():
+        assert [m["mark"] for m in r["marks"]] == [0, 5000, 10000, 15000, 20000]
+        assert r["marks"][0]["sampled_tokens"] == 0
+        assert r["marks"][0]["updates"] == 0
+        assert all(m["sampled_tokens"] >= m["mark"] for m in r["marks"])
+        assert all(len(m["items"]) == 3 for m in r["marks"])
+        item = next(iter(r["marks"][1]["items"].values()))
+        assert set(item) == {"return", "win"}
+        assert len(item["return"]) == 1
+        assert r["sampled_tokens"] >= 20000
+        assert r["steps"] >= 2
+        assert r["regenerations"] == r["steps"]
+        assert len(r["commit"]) == 40
+        assert len(r["config_hash"]) == 16
+        assert r["wall_s"] > 0
+        assert "policy" not in json.dumps(r)  # no weights, no paths to them
+    # the same items and evaluation seeds for both arms of a seed: identical warm-start scores at mark 0
+    assert (
+        by_name["selfplay-s0.json"]["marks"][0]["items"] == by_name["fixed_pool-s0.json"]["marks"][0]["items"]
+    )
+    # every arm plays the same number of agent episodes per step
+    plays = {n.split("-")[0]: r["agent_plays_per_step"] for n, r in by_name.items()}
+    assert plays["selfplay"] == plays["fixed_pool"]
+
+    s = json.loads((records / "summary.json").read_text())
+    assert {"arms", "primary", "budget_hours", "commit"} <= set(s)
+    assert s["arms"] == ["selfplay", "fixed_pool"]
+    p = s["primary"]
+    assert {"suite", "comparison", "endpoint", "estimate", "ci95", "items", "seeds_per_arm"} <= set(p)
+    assert p["comparison"] == "selfplay - fixed_pool"
+    assert p["seeds_per_arm"] == {"selfplay": 2, "fixed_pool": 2}
+    assert p["items"] == 3
+    assert p["ci95"][0] <= p["estimate"] <= p["ci95"][1]
+    assert ("detectable_effect" in p) == ((p["ci95"][1] - p["ci95"][0]) / 2 > 0.05)
+    text = results.read_text()
+    assert text.index("## Pre-declared analysis") < text.index("## Verdict") < text.index("## Arms")
+    assert "| selfplay - fixed_pool | 2 | " in text
+    assert "![held-out learning curves](results/curves.png)" in text
+    assert (results.parent / "results" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (records / "curves.svg").read_text().lstrip().startswith("<?xml")
+
+    # the same command on a machine without the runs: every recorded run is skipped, none trained
+    capsys.readouterr()
+    argv[argv.index("--runs") + 1] = str(tmp_path / "elsewhere")
+    assert exp.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.count("recorded, skipped") == 4
+    assert "training" not in out
+    assert not (tmp_path / "elsewhere").exists()
+    # records of another plan are refused, not mixed
+    other = [*argv[: argv.index("--marks")], "--marks", "0", "5000", "10000", "15000", "30000",
+             *argv[argv.index("--marks") + 6 :]]  # fmt: skip
+    with pytest.raises(SystemExit, match="another plan"):
+        exp.main(other)
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (["--marks", "0", "5000", "10000", "20000"], "K >= 4"),
+        (["--marks", "10", "5000", "10000", "15000", "20000"], "start at 0"),
+        (["--min-regens", "8"], "regenerations"),
+        (["--max-steps", "1"], "max-steps"),
+        (["--arms", "selfplay", "selfplay_untrained"], "primary comparison"),
+    ],
+)
+def test_a_plan_that_breaks_the_design_is_refused(
+    change: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        exp.parse_plan([*TINY, *change])
+    assert needle in capsys.readouterr().err
+
+
+def test_the_default_cpu_tiny_plan_makes_at_least_8_regenerations_and_the_delay_credits_them() -> None:
+    plan, _ = exp.parse_plan([])
+    steps, regens = exp.projected_run(plan)
+    assert regens >= 8
+    assert steps <= plan.max_steps
+    assert plan.delay <= plan.regen_interval  # a design is credited once its interval's plays measured it
+    assert len(plan.marks) - 1 >= 4
+
+
+def test_every_arm_of_a_seed_shares_the_warm_start() -> None:
+    keys = {arm: sft.cache_key(parse_config(["--preset", "cpu-tiny", *args, "--seed", "3"])[0])
+            for arm, args in exp.ARMS.items() if arm != "selfplay_shuffled"}  # fmt: skip
+    assert len(set(keys.values())) == 1, keys
+
+
+# -- statistics ----------------------------------------------------------------------------------------
+
+
+def test_iqm_cuts_a_quarter_from_each_end() -> None:
+    assert stats.iqm([1, 2, 3, 4, 100]) == pytest.approx(3.0)  # cuts 1
+    assert 100
+    assert stats.iqm([4, 1, 3, 2]) == pytest.approx(2.5)
+    assert stats.iqm([1, 2, 9]) == pytest.approx(4.0)  # fewer than 4: the mean
+    assert stats.iqm(np.array([[1, 2, 3, 40], [0, 0, 0, 8]]), axis=1) == pytest.approx([2.5, 0.0])
+
+
+def _record(arm: str, seed: int, curve: list[list[float]]) -> dict[str, object]:
+    """A record whose item ``i`` returns ``curve[k][i]`` at mark ``k`` (marks 0, 10, 20, ...)."""
+    marks = [{"mark": 10 * k, "sampled_tokens": 10 * k, "items": {f"i{i}": {"return": [v], "win": [float(v > 0.5)]}
+              for i, v in enumerate(row)}} for k, row in enumerate(curve)]  # fmt: skip
+    return {"arm": arm, "seed": seed, "marks": marks}
+
+
+def test_the_area_is_the_mean_over_marks_after_the_warm_start_of_the_mean_item_score() -> None:
+    r = _record("selfplay", 0, [[0.9, 0.9], [0.0, 0.2], [0.4, 0.6], [1.0, 0.0], [0.2, 0.2]])
+    assert stats.area(r, ["i0", "i1"]) == pytest.approx(np.mean([0.9, 0.1, 0.5, 0.5, 0.2]))
+    t = report.table([r], ["i0", "i1"], "return")  # the warm start is not in the area
+    assert t.mean() == pytest.approx(np.mean([0.1, 0.5, 0.5, 0.2]))
+    assert report.table([r], ["i0", "i1"], "return", final=True).tolist() == [[0.2, 0.2]]
+    assert report.table([r], ["i0", "i1"], "win").mean() == pytest.approx(np.mean([0, 0.5, 0.5, 0]))
+
+
+def test_the_stratified_bootstrap_resamples_seeds_within_an_arm_and_pairs_within_seed() -> None:
+    two = np.array([[0.0], [1.0]])  # two seeds, one item: resampled means 0, 0.5 or 1
+    e = stats.arm_estimate(two)
+    assert (e.value, e.lo, e.hi) == (0.5, 0.0, 1.0)
+    rng = np.random.default_rng(1)
+    a = rng.random((6, 20))
+    shifted = stats.paired_estimate(a, a + 0.1)  # every seed's difference is 0.1: a paired interval of 0
+    assert shifted.value == pytest.approx(0.1)
+    assert shifted.lo == pytest.approx(0.1)
+    assert shifted.hi == pytest.approx(0.1)
+    assert shifted.verdict == "better"
+    noisy = stats.paired_estimate(a, rng.random((6, 20)))
+    assert noisy.lo < noisy.value < noisy.hi
+    assert noisy.seeds == 6
+    assert noisy.items == 20
+    with pytest.raises(ValueError, match="same seeds"):
+        stats.paired_estimate(a, a[:5])
+
+
+def test_a_wide_interval_states_the_smallest_detectable_effect() -> None:
+    assert report.detectable_effect(0.05) == pytest.approx(0.05 * 2.8016 / 1.96, rel=1e-3)
