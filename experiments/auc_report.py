@@ -248,15 +248,39 @@ def markdown(plan: Plan, records: Records, s: dict[str, Any], image: str, comman
             exp.ANALYSIS, "## Plan", "", f"- command: `{command}`",
             "- arms: " + ", ".join(f"`{a}` (`{shlex.join(exp.ARMS[a])}`)" for a in plan.arms),
             f"- marks (sampled tokens): {', '.join(map(str, plan.marks))}; budget {plan.budget} per run; "
-            f"regeneration every {plan.regen_interval} steps, designer credited after {plan.delay}",
+            f"regeneration every {plan.regen_interval} steps, each design credited {plan.delay} steps later "
+            "(`reward.delay`)",
             f"- held-out suite `envs:{plan.tasks}`, {plan.episodes} episode(s) per item at temperature "
             f"{plan.temperature}, evaluation seed 0",
             f"- records: {len(records)} runs; commit(s) {s['commit']}", ""]  # fmt: skip
+    if not records:
+        return "\n".join([*head, "## Verdict", "", verdict_text(s["primary"]), "", *HOW_TO.format(name=plan.name,
+                          command=command).splitlines(), ""])  # fmt: skip
     body = ["## Verdict", "", verdict_text(s["primary"]), "", "## Arms", "", *arm_rows(plan, arms), "",
             "## Comparisons (paired within seed)", "", *comparison_rows(plan, arms), "",
             "## Curves", "", f"![held-out learning curves]({image})", "",
-            "## Runs", "", *run_rows(records), ""]  # fmt: skip
+            "## Runs", "", *run_rows(records), "", *HOW_TO.format(name=plan.name, command=command).splitlines(),
+            ""]  # fmt: skip
     return "\n".join(head + body)
+
+
+HOW_TO = """\
+## How to run and continue it
+
+The runs of one experiment keep one commit: run the harness from a worktree at a fixed commit, with the
+records going to this checkout's `experiments/results/{name}/`, and commit each record as it is written:
+
+```bash
+git worktree add ../spade-{name} HEAD        # the commit the runs keep
+cd ../spade-{name}
+nohup {command} --commit --records $OLDPWD/experiments/results/{name} > ../{name}.log 2>&1 &
+```
+
+The same command on a fresh machine skips every run whose record is there and resumes a killed one (its
+run directory, under `runs/{name}/`, stays on the machine that ran it). Each record names the commit of the
+code that ran it. Then `python experiments/curriculum_auc.py --name {name} --report-only` rewrites this page
+from the records, `python experiments/experiment_power.py experiments/results/{name} --budget-hours 15` sizes
+the full design from them, and `spade report experiments/results/{name}` shows the curves."""
 
 
 def write(plan: Plan, results: Path, budget_hours: float, command: str) -> list[Path]:
@@ -266,6 +290,7 @@ def write(plan: Plan, results: Path, budget_hours: float, command: str) -> list[
     plan.records.mkdir(parents=True, exist_ok=True)
     (plan.records / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
     png = results.parent / "results" / "curves.png"
-    draw(plan, curves(plan, by_arm(records)), [png, plan.records / "curves.svg"])
+    drawn = [png, plan.records / "curves.svg"] if records else []  # no run yet: no curve
+    draw(plan, curves(plan, by_arm(records)), drawn)
     results.write_text(markdown(plan, records, s, f"results/{png.name}", command))
-    return [plan.records / "summary.json", png, plan.records / "curves.svg", results]
+    return [plan.records / "summary.json", *drawn, results]

@@ -66,6 +66,11 @@ PRIMARY_ENDPOINT: Literal["return", "win"] = "return"
 gives it; no format bonus: evaluation plays with ``play.format_reward`` 0). Secondary: the win."""
 TARGET_HALF_WIDTH = 0.05
 ANALYSIS = f"""\
+- **Design**: every arm of a seed starts from the same warm start (one cached supervised warm start per
+  seed) and trains to the same budget of sampled tokens (every completion: agent replies, designs, hints),
+  evaluated at the same marks; every arm plays the same number of unhinted agent episodes per step
+  (`rollout.fill_batch`: a fixed pool of one game plays it 16 times where self-play plays 4 designs 4 times);
+  every designing arm makes at least 8 regenerations per run (the harness refuses a plan that would not).
 - **Primary endpoint**: the area under the held-out learning curve: a run's mean held-out score over the
   K >= 4 sampled-token marks after the warm start (every mark weighs the same; the marks are the same for
   every arm). Mark 0, the warm start, is shared by every arm of a seed and reported, not averaged in (it
@@ -175,10 +180,30 @@ def parse_plan(argv: Sequence[str]) -> tuple[Plan, argparse.Namespace]:
         parallel=a.parallel, commit=a.commit, train_args=tuple(a.train_args), min_regens=a.min_regens,
         step_tokens=tuple(a.step_tokens or STEP_TOKENS.get(a.preset, (4000, 1400))),
     )  # fmt: skip
-    problem = check_plan(plan)
+    problem = check_plan(plan) or ("" if a.report_only else check_arms(plan))
     if problem:
         parser.error(problem)
     return plan, a
+
+
+def check_arms(plan: Plan) -> str:
+    """Why ``spade train`` would refuse an arm's options ('' when it takes every arm's)."""
+    import contextlib  # noqa: PLC0415
+    import io  # noqa: PLC0415
+
+    from spade.train_cli import parse_config  # noqa: PLC0415 - spade is imported only when used
+
+    for arm in plan.arms:
+        args = train_command(plan, arm, plan.seeds[0])[1:]
+        try:
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                parse_config(args)
+        except (SystemExit, Exception) as exc:  # boundary: tyro exits on an unknown option
+            why = str(exc) if not isinstance(exc, SystemExit) else "an option it does not know"
+            return (
+                f"arm {arm}: spade train refuses its options ({shlex.join(ARMS[arm])}; {why}): drop the arm"
+            )
+    return ""
 
 
 def check_plan(plan: Plan) -> str:
@@ -339,12 +364,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
 
     failures = [] if a.report_only else run_all(plan, log)
-    written = auc_report.write(plan, a.results, a.budget_hours, command=shlex.join(["python",
-                               "experiments/curriculum_auc.py", *argv]))  # fmt: skip
+    written = auc_report.write(plan, a.results, a.budget_hours, command=run_command(argv))
     log(f"wrote {', '.join(str(p) for p in written)}")
     if failures:
         log(f"{len(failures)} runs failed: {'; '.join(failures)}")
     return 1 if failures else 0
+
+
+def run_command(argv: Sequence[str]) -> str:
+    """The command that runs the plan of ``argv``: without the options that only say where things go."""
+    drop, kept, skip = {"--records", "--runs", "--results"}, [], 0
+    for arg in argv:
+        if skip or arg in drop:
+            skip = 0 if skip else 1
+            continue
+        if arg not in ("--report-only", "--commit"):
+            kept.append(arg)
+    return shlex.join(["python", "experiments/curriculum_auc.py", *kept])
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -17,6 +17,7 @@ import auc_report as report
 import auc_stats as stats
 import curriculum_auc as exp
 
+from spade.report import write_report
 from spade.train_cli import parse_config
 from spade.training import sft
 
@@ -96,6 +97,9 @@ def test_the_harness_records_skips_commits_and_reports_from_records_alone(
     assert "![held-out learning curves](results/curves.png)" in text
     assert (results.parent / "results" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (records / "curves.svg").read_text().lstrip().startswith("<?xml")
+    page = write_report(records)  # spade report RECORDS_DIR: the curves and the summary
+    assert "<svg" in page.path.read_text()
+    assert "selfplay - fixed_pool" in page.path.read_text()
 
     # the same command on a machine without the runs: every recorded run is skipped, none trained
     capsys.readouterr()
@@ -120,6 +124,7 @@ def test_the_harness_records_skips_commits_and_reports_from_records_alone(
         (["--min-regens", "8"], "regenerations"),
         (["--max-steps", "1"], "max-steps"),
         (["--arms", "selfplay", "selfplay_untrained"], "primary comparison"),
+        (["--", *SCRIPTED, "--designer.no-such-option", "1"], "spade train refuses"),
     ],
 )
 def test_a_plan_that_breaks_the_design_is_refused(
@@ -193,3 +198,54 @@ def test_the_stratified_bootstrap_resamples_seeds_within_an_arm_and_pairs_within
 
 def test_a_wide_interval_states_the_smallest_detectable_effect() -> None:
     assert report.detectable_effect(0.05) == pytest.approx(0.05 * 2.8016 / 1.96, rel=1e-3)
+
+
+# -- power ---------------------------------------------------------------------------------------------
+
+
+def _pilot(folder: Path, spread: float, episodes: int = 2, seeds: int = 4, wall_s: float = 1800.0) -> None:
+    """Pilot records: selfplay 0.1 above fixed_pool on 30 items at 4 marks, seeds spread by ``spread``."""
+    import experiment_power  # noqa: F401, PLC0415 - importable beside the harness
+
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in range(seeds):
+        shift = spread * rng.standard_normal()
+        for arm, base in (("fixed_pool", 0.3), ("selfplay", 0.4 + shift)):
+            curve = [[float(np.clip(base + 0.05 * k + 0.1 * rng.standard_normal(), -1, 1)) for _ in range(30)]
+                     for k in range(5)]  # fmt: skip
+            r = _record(arm, seed, curve)
+            for m in r["marks"]:  # type: ignore[attr-defined]
+                for v in m["items"].values():
+                    v["return"] = [v["return"][0] + 0.2 * rng.standard_normal() for _ in range(episodes)]
+                    v["win"] = [0.0] * episodes
+            r |= {"format": 1, "wall_s": wall_s, "eval_s": wall_s / 4}
+            (folder / f"{arm}-s{seed}.json").write_text(json.dumps(r))
+
+
+def test_power_picks_the_smallest_design_within_the_target_and_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import experiment_power  # noqa: PLC0415
+
+    _pilot(tmp_path / "calm", spread=0.02)
+    _pilot(tmp_path / "wild", spread=0.15)
+    assert experiment_power.main([str(tmp_path / "calm"), "--budget-hours", "15", "--write"]) == 0
+    calm = json.loads((tmp_path / "calm" / "power.json").read_text())
+    assert calm["reaches_target"] is True
+    assert calm["chosen"]["half_width"] <= 0.05
+    assert calm["chosen"]["hours"] <= 15
+    assert "detectable_effect" not in calm
+    cheaper = [d for d in calm["grid"] if d["half_width"] <= 0.05 and d["hours"] < calm["chosen"]["hours"]]
+    assert cheaper == []
+    assert experiment_power.main([str(tmp_path / "wild"), "--budget-hours", "15", "--write"]) == 0
+    wild = json.loads((tmp_path / "wild" / "power.json").read_text())
+    assert wild["pilot"]["observed_sd"] > calm["pilot"]["observed_sd"]
+    assert wild["chosen"]["seeds"] > calm["chosen"]["seeds"]
+    # a budget the pilot nearly spent: the best design that fits, and the smallest effect it detects
+    assert experiment_power.main([str(tmp_path / "wild"), "--budget-hours", "5", "--write"]) == 0
+    tight = json.loads((tmp_path / "wild" / "power.json").read_text())
+    assert tight["reaches_target"] is False
+    assert tight["chosen"]["hours"] <= 5
+    assert tight["detectable_effect"] > tight["chosen"]["half_width"]
+    assert "smallest" not in capsys.readouterr().err

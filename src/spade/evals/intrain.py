@@ -123,7 +123,10 @@ class TrainEval:
         stopping.check()  # replies cut by a stop request would be scored as wrong: write no results
         if reports:
             items: dict[str, list[ItemResult]] = {r.name: r.items for r in reports}
-            summary = results_summary(reports, policy) | {"updates": updates, "sampled_tokens": sampled_tokens}
+            summary = results_summary(reports, policy) | {
+                "updates": updates,
+                "sampled_tokens": sampled_tokens,
+            }
             for folder, extra in [(f"mark_{m}", {"mark": m}) for m in marks] or [(f"step_{updates}", {})]:
                 write_results(self.root / folder, summary | extra, items, overwrite=True)
         metrics["time/eval_s"] = time.perf_counter() - started

@@ -342,7 +342,9 @@ def cache_key(cfg: TrainConfig) -> str:
         "games": {name: hashlib.sha256(envs.spec(name).source().encode()).hexdigest() for name in games},
         "model": {name: getattr(cfg.model, name) for name in _MODEL_KEYED},
         **{
-            section: {k: v for k, v in result_settings(cfg, section).items() if f"{section}.{k}" not in _UNKEYED}
+            section: {
+                k: v for k, v in result_settings(cfg, section).items() if f"{section}.{k}" not in _UNKEYED
+            }
             for section in ("sft", "play", "trainer", "designer", "checker")
         },
         "seed": cfg.seed,
