@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))  # not a package
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import auc_report as report
 import auc_stats as stats
@@ -80,6 +81,8 @@ def test_the_harness_records_skips_commits_and_reports_from_records_alone(
     # every arm plays the same number of agent episodes per step
     plays = {n.split("-")[0]: r["agent_plays_per_step"] for n, r in by_name.items()}
     assert plays["selfplay"] == plays["fixed_pool"]
+    assert by_name["selfplay-s0.json"]["designer_credited"] > 0  # the designer is credited
+    assert by_name["fixed_pool-s0.json"]["designer_credited"] == 0
 
     s = json.loads((records / "summary.json").read_text())
     assert {"arms", "primary", "budget_hours", "commit"} <= set(s)
@@ -136,12 +139,27 @@ def test_a_plan_that_breaks_the_design_is_refused(
 
 
 def test_the_default_cpu_tiny_plan_makes_at_least_8_regenerations_and_the_delay_credits_them() -> None:
-    plan, _ = exp.parse_plan([])
+    plan, _ = exp.parse_plan(["--report-only"])  # the default plan, its arms' options not parsed
     steps, regens = exp.projected_run(plan)
     assert regens >= 8
     assert steps <= plan.max_steps
     assert plan.delay <= plan.regen_interval  # a design is credited once its interval's plays measured it
     assert len(plan.marks) - 1 >= 4
+
+
+def test_a_delay_equal_to_the_interval_credits_every_regenerations_designs(tmp_path: Path) -> None:
+    """The harness's reward.delay (= the regeneration interval): each regeneration's designs are credited
+    when the next regeneration replaces them, and the last ones at the run's final step."""
+    from scripted_run import tiny_config  # noqa: PLC0415 - the tests' scripted run helper
+    from spade.config import RewardConfig  # noqa: PLC0415
+    from spade.train import train  # noqa: PLC0415
+
+    run = train(tiny_config(tmp_path, steps=6, reward=RewardConfig(variant="regret", delay=2)))
+    rows = run.read_metrics()
+    designed = {r["step"]: r["designer/envs"] for r in rows if "designer/envs" in r}
+    credited = {r["step"]: r["designer/credited"] for r in rows if "designer/credited" in r}
+    assert sorted(designed) == [0, 2, 4]
+    assert credited == {2: designed[0], 4: designed[2], 5: designed[4]}
 
 
 def test_every_arm_of_a_seed_shares_the_warm_start() -> None:
