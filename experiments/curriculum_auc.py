@@ -128,11 +128,12 @@ class Plan:
         return self.marks[-1]
 
     def key(self) -> str:
-        """What a record's numbers depend on (not seeds, parallelism or paths): records of another plan
-        are not mixed with this one's."""
-        fields = {k: v for k, v in asdict(self).items() if k not in ("seeds", "records", "runs", "parallel",
-                                                                     "commit", "arms", "step_tokens")}  # fmt: skip
-        fields["arms"] = {arm: ARMS[arm] for arm in self.arms}
+        """What every record's numbers depend on, whatever its arm and seed: records of another plan are
+        not mixed with this one's (arms and seeds can be added; caps, checks, paths and parallelism
+        change no number)."""
+        kept = ("preset", "marks", "regen_interval", "delay", "tasks", "episodes", "temperature", "limit",
+                "train_args")  # fmt: skip
+        fields = {k: v for k, v in asdict(self).items() if k in kept}
         return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -267,3 +267,11 @@ def test_power_picks_the_smallest_design_within_the_target_and_the_budget(
     assert tight["chosen"]["hours"] <= 5
     assert tight["detectable_effect"] > tight["chosen"]["half_width"]
     assert "smallest" not in capsys.readouterr().err
+
+
+def test_the_plan_key_lets_arms_and_seeds_be_added_but_not_other_marks() -> None:
+    key = exp.parse_plan(TINY)[0].key()
+    more = [*TINY, "--seeds", "0", "1", "2", "--parallel", "1", "--max-steps", "40"]
+    assert exp.parse_plan(more)[0].key() == key
+    assert exp.parse_plan([*TINY, "--episodes", "2"])[0].key() != key
+    assert exp.parse_plan([*TINY, "--", "--trainer.lr", "0.001"])[0].key() != key
