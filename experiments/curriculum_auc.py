@@ -31,6 +31,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import shlex
 import subprocess
 import sys
@@ -294,7 +295,8 @@ def run_one(plan: Plan, arm: str, seed: int, log: Log) -> Path:
     log_file = plan.runs / f"{name}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("a") as sink:
-        done = subprocess.run([*SPADE, *args], stdout=sink, stderr=subprocess.STDOUT, check=False)
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread per run: --parallel runs share the cores
+        done = subprocess.run([*SPADE, *args], stdout=sink, stderr=subprocess.STDOUT, check=False, env=env)
     wall = _add_wall(plan.runs / f"{name}.wall.json", time.perf_counter() - started)
     if done.returncode != 0:
         raise RuntimeError(f"{name}: spade train failed with status {done.returncode}; see {log_file}")
