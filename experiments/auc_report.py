@@ -273,10 +273,11 @@ records going to this checkout's `experiments/results/{name}/`, and commit each 
 ```bash
 git worktree add ../spade-{name} HEAD        # the commit the runs keep
 cd ../spade-{name}
-nohup {command} --commit --records $OLDPWD/experiments/results/{name} > ../{name}.log 2>&1 &
+PYTHONPATH=src nohup {command} --commit --records $OLDPWD/experiments/results/{name} > ../{name}.log 2>&1 &
 ```
 
-The same command on a fresh machine skips every run whose record is there and resumes a killed one (its
+Runs import spade from the worktree (its `src` comes first), whatever is installed. The same command on a
+fresh machine skips every run whose record is there and resumes a killed one (its
 run directory, under `runs/{name}/`, stays on the machine that ran it). Each record names the commit of the
 code that ran it. Then `python experiments/curriculum_auc.py --name {name} --report-only` rewrites this page
 from the records, `python experiments/experiment_power.py experiments/results/{name} --budget-hours 15` sizes

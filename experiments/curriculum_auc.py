@@ -17,10 +17,11 @@ started at one commit keep that commit: run the harness from a worktree at a fix
 ``--records`` pointing at the main checkout's folder::
 
     git worktree add ../spade-exp <commit>
-    cd ../spade-exp && python experiments/curriculum_auc.py --name pilot --commit \\
+    cd ../spade-exp && PYTHONPATH=src python experiments/curriculum_auc.py --name pilot --commit \\
         --records /path/to/spade/experiments/results/pilot
 
-Each record names the commit of the code that ran it; records of another plan (marks, arms' options,
+Runs import spade from the checkout the harness lives in (its ``src`` first on ``PYTHONPATH``, whatever
+is installed), so each record names the commit of the code that ran it; records of another plan (marks, arms' options,
 suite, episodes) are refused, not mixed: a new plan needs a new ``--name``.
 """
 
@@ -295,7 +296,9 @@ def run_one(plan: Plan, arm: str, seed: int, log: Log) -> Path:
     log_file = plan.runs / f"{name}.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("a") as sink:
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread per run: --parallel runs share the cores
+        # one thread per run (--parallel runs share the cores); the spade of this checkout, whatever is installed
+        src = os.pathsep.join([str(HERE.parent / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": src}
         done = subprocess.run([*SPADE, *args], stdout=sink, stderr=subprocess.STDOUT, check=False, env=env)
     wall = _add_wall(plan.runs / f"{name}.wall.json", time.perf_counter() - started)
     if done.returncode != 0:
