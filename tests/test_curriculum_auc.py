@@ -4,6 +4,7 @@ skipping, commits, summary, docs), its plan checks, and its statistics (AUC, IQM
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,18 @@ def test_the_harness_records_skips_commits_and_reports_from_records_alone(
     page = write_report(records)  # spade report RECORDS_DIR: the curves and the summary
     assert "<svg" in page.path.read_text()
     assert "selfplay - fixed_pool" in page.path.read_text()
+
+    # a run killed in its last evaluation (no record, a mark missing) is resumed, not started over
+    (records / "selfplay-s0.json").unlink()
+    shutil.rmtree(tmp_path / "runs" / "selfplay-s0" / "eval" / "mark_20000")
+    capsys.readouterr()
+    assert exp.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "selfplay-s0: resuming: spade train --resume" in out
+    assert out.count("recorded, skipped") == 3
+    again = json.loads((records / "selfplay-s0.json").read_text())
+    assert again["marks"][:4] == by_name["selfplay-s0.json"]["marks"][:4]  # the marks done before: kept
+    assert again["marks"][4]["mark"] == 20000
 
     # the same command on a machine without the runs: every recorded run is skipped, none trained
     capsys.readouterr()
