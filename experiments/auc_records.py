@@ -1,7 +1,8 @@
 """The experiment's durable records: one small JSON file per finished run, committed as it is written.
 
 A record (``<records>/<arm>-s<seed>.json``) holds what the analysis needs and nothing else (no weights):
-per mark the mark, the sampled tokens and updates then, and each item's episode returns and wins; the run's
+per mark the mark, the sampled tokens and updates then, and each item's episode returns and wins (mark 0,
+the seed's warm start, evaluated by the seed's first run and reused: ``warm_start_from``); the run's
 wall time, steps, sampled tokens, regenerations and designer credit; the commit of the code that ran it;
 the hash of its config and of the experiment's plan.
 """
@@ -59,9 +60,17 @@ def write_record(plan: Plan, arm: str, seed: int, run_root: Path, wall_s: float)
 
     from spade.rundir import RunDir  # noqa: PLC0415
 
-    marks = []
+    marks, warm_from = [], exp.run_name(arm, seed)
     for mark in plan.marks:
         folder = run_root / "eval" / f"mark_{mark}"
+        if mark == 0 and not (folder / "summary.json").is_file() and 0 not in _run_marks(run_root):
+            shared = warm_start_scores(plan, seed)
+            if shared is None:
+                raise RuntimeError(f"{run_root}: no record of seed {seed} holds the warm start's evaluation; "
+                                   "rerun once one does")  # fmt: skip
+            warm_from, entry = shared
+            marks.append(entry)
+            continue
         if not (folder / "summary.json").is_file():
             raise RuntimeError(f"{run_root}: no evaluation at mark {mark} (the run ended before its budget; "
                                "raise --max-steps and resume it)")  # fmt: skip
@@ -85,7 +94,8 @@ def write_record(plan: Plan, arm: str, seed: int, run_root: Path, wall_s: float)
         **exp.code_commit(),
         "config_hash": config_hash(run_root),
         "plan_hash": plan.key(),
-        "command": ["spade", *exp.train_command(plan, arm, seed)],
+        "warm_start_from": warm_from,
+        "command": ["spade", *exp.train_command(plan, arm, seed, _run_marks(run_root))],
         "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     plan.records.mkdir(parents=True, exist_ok=True)
@@ -94,6 +104,26 @@ def write_record(plan: Plan, arm: str, seed: int, run_root: Path, wall_s: float)
     tmp.write_text(json.dumps(record, indent=None, separators=(",", ":")) + "\n")
     tmp.replace(path)  # a record is whole or absent
     return path
+
+
+def _run_marks(run_root: Path) -> tuple[int, ...]:
+    """The marks the run in ``run_root`` was started with (``eval.at_tokens``)."""
+    from spade.rundir import RunDir  # noqa: PLC0415
+
+    return tuple(RunDir(run_root).load_config().eval.at_tokens)
+
+
+def warm_start_scores(plan: Plan, seed: int) -> tuple[str, dict[str, Any]] | None:
+    """(run name, mark-0 entry) of a record of ``seed`` that evaluated the warm start itself, or None.
+
+    Every arm of a seed starts from the same warm start (one cache entry per seed) and is evaluated on the
+    same items and evaluation seeds, so the warm start is evaluated once per seed and its scores reused.
+    """
+    for r in load_records(plan.records):
+        own = f"{r['arm']}-s{r['seed']}"
+        if r["seed"] == seed and r.get("plan_hash") == plan.key() and r.get("warm_start_from", own) == own:
+            return own, r["marks"][0]
+    return None
 
 
 def load_records(folder: Path) -> list[dict[str, Any]]:

@@ -255,14 +255,15 @@ def run_name(arm: str, seed: int) -> str:
     return f"{arm}-s{seed}"
 
 
-def train_command(plan: Plan, arm: str, seed: int) -> list[str]:
-    """``spade train`` arguments of a fresh run."""
+def train_command(plan: Plan, arm: str, seed: int, marks: Sequence[int] | None = None) -> list[str]:
+    """``spade train`` arguments of a fresh run, evaluated at ``marks`` (default: the plan's)."""
     limit = "None" if plan.limit is None else str(plan.limit)
+    marks = plan.marks if marks is None else marks
     return ["train", "--preset", plan.preset, *ARMS[arm], "--seed", str(seed), "--name", run_name(arm, seed),
             "--runs-dir", str(plan.runs), "--steps", str(plan.max_steps),
             "--sampled-token-budget", str(plan.budget), "--designer.regen-interval", str(plan.regen_interval),
             "--reward.delay", str(plan.delay), "--eval.every", "0",
-            "--eval.at-tokens", *map(str, plan.marks), "--eval.suites", f"envs:{plan.tasks}",
+            "--eval.at-tokens", *map(str, marks), "--eval.suites", f"envs:{plan.tasks}",
             "--eval.limit", limit, "--eval.episodes", str(plan.episodes),
             "--eval.temperature", str(plan.temperature), "--eval.seed", "0", "--model.threads", "1",
             *plan.train_args]  # fmt: skip
@@ -286,8 +287,15 @@ def run_one(plan: Plan, arm: str, seed: int, log: Log) -> Path:
     name = run_name(arm, seed)
     where = plan.runs / name
     fresh = not (where / "config.json").is_file()
+    import auc_records  # noqa: PLC0415 - a sibling module
+
+    # the warm start is the seed's, whatever the arm: evaluated once per seed, its scores reused
+    shared = auc_records.warm_start_scores(plan, seed) is not None
+    marks = plan.marks[1:] if shared else plan.marks
     args = (
-        train_command(plan, arm, seed) if fresh else ["train", "--resume", str(where), "--model.threads", "1"]
+        train_command(plan, arm, seed, marks)
+        if fresh
+        else ["train", "--resume", str(where), "--model.threads", "1"]
     )
     if fresh and where.exists():
         args.append("--overwrite")  # a run that never wrote its config: nothing to keep
@@ -303,8 +311,6 @@ def run_one(plan: Plan, arm: str, seed: int, log: Log) -> Path:
     wall = _add_wall(plan.runs / f"{name}.wall.json", time.perf_counter() - started)
     if done.returncode != 0:
         raise RuntimeError(f"{name}: spade train failed with status {done.returncode}; see {log_file}")
-    import auc_records  # noqa: PLC0415 - a sibling module
-
     return auc_records.write_record(plan, arm, seed, where, wall)
 
 
@@ -319,8 +325,7 @@ def _add_wall(path: Path, seconds: float) -> float:
 
 
 def pending_runs(plan: Plan, log: Log) -> list[tuple[str, int]]:
-    """The (arm, seed) pairs with no record, arm by arm: a seed's first run makes its warm start before
-    another of the seed starts, as long as there are at least ``--parallel`` seeds."""
+    """The (arm, seed) pairs with no record, arm by arm."""
     import auc_records  # noqa: PLC0415
 
     auc_records.check_plan_records(plan)
@@ -353,9 +358,18 @@ def run_all(plan: Plan, log: Log) -> list[str]:
             with lock:  # one commit at a time from this process
                 log(auc_records.commit_record(record))
 
-    with ThreadPoolExecutor(max_workers=max(1, plan.parallel)) as pool:
-        for arm, seed in todo:
-            pool.submit(job, arm, seed)
+    # First one run of each seed with no record: it makes the seed's warm start (cached) and evaluates it;
+    # then the others, which reuse both. Runs of one seed never make its warm start side by side.
+    recorded = {r["seed"] for r in auc_records.load_records(plan.records)}
+    first = [
+        next(pair for pair in todo if pair[1] == s)
+        for s in dict.fromkeys(s for _, s in todo)
+        if s not in recorded
+    ]
+    for phase in (first, [pair for pair in todo if pair not in first]):
+        with ThreadPoolExecutor(max_workers=max(1, plan.parallel)) as pool:
+            for arm, seed in phase:
+                pool.submit(job, arm, seed)
     return failures
 
 

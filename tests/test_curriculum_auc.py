@@ -75,10 +75,12 @@ def test_the_harness_records_skips_commits_and_reports_from_records_alone(
         assert len(r["config_hash"]) == 16
         assert r["wall_s"] > 0
         assert "policy" not in json.dumps(r)  # no weights, no paths to them
-    # the same items and evaluation seeds for both arms of a seed: identical warm-start scores at mark 0
-    assert (
-        by_name["selfplay-s0.json"]["marks"][0]["items"] == by_name["fixed_pool-s0.json"]["marks"][0]["items"]
-    )
+    # the warm start is the seed's: evaluated by its first run, reused by the others
+    assert by_name["selfplay-s0.json"]["warm_start_from"] == "selfplay-s0"
+    assert by_name["fixed_pool-s0.json"]["warm_start_from"] == "selfplay-s0"
+    assert by_name["fixed_pool-s1.json"]["marks"][0] == by_name["selfplay-s1.json"]["marks"][0]
+    assert not (tmp_path / "runs" / "fixed_pool-s0" / "eval" / "mark_0").exists()
+    assert (tmp_path / "runs" / "selfplay-s0" / "eval" / "mark_0").is_dir()
     # every arm plays the same number of agent episodes per step
     plays = {n.split("-")[0]: r["agent_plays_per_step"] for n, r in by_name.items()}
     assert plays["selfplay"] == plays["fixed_pool"]
