@@ -12,6 +12,11 @@ is an estimate, not a bound.
 
 prints the grid and, with ``--write OUT``, stores the smallest design within ``--target`` (or the best one)
 in ``OUT/power.json``, which the experiment's report quotes under "Pre-declared analysis".
+
+Given the records folder of ``curriculum_auc.py`` instead (``experiments/results/<name>``), it projects the
+learning-curve experiment's primary comparison within a machine-hour budget (:mod:`auc_power`)::
+
+    python experiments/experiment_power.py experiments/results/pilot --budget-hours 15 --write
 """
 
 from __future__ import annotations
@@ -134,8 +139,37 @@ def choose(rows: Sequence[tuple[int, int, float]], target: float) -> tuple[int, 
     return min(within, key=lambda r: (r[0] * r[1], r[2])) if within else min(rows, key=lambda r: r[2])
 
 
+def records_main(argv: Sequence[str]) -> int:
+    """``experiment_power.py RECORDS_DIR``: the design of the learning-curve experiment (:mod:`auc_power`)."""
+    import auc_power  # noqa: PLC0415 - sibling modules
+    import curriculum_auc  # noqa: PLC0415
+
+    p = argparse.ArgumentParser(description=auc_power.__doc__.split("\n\n")[0] if auc_power.__doc__ else None)
+    p.add_argument("records", type=Path, help="experiments/results/<name>: the pilot's records")
+    p.add_argument("--budget-hours", type=float, default=15.0, help="machine hours in all, pilot included")
+    p.add_argument("--target", type=float, default=curriculum_auc.TARGET_HALF_WIDTH)
+    p.add_argument("--arms", nargs="+", default=None, help="arms of the full design (default: the pilot's)")
+    p.add_argument("--seeds", nargs="+", type=int, default=list(range(2, 65)))
+    p.add_argument("--episodes", nargs="+", type=int, default=[1, 2, 4, 8])
+    p.add_argument("--parallel", type=int, default=2, help="runs at once (2 on 2 cores)")
+    p.add_argument("--write", action="store_true", help="store the projection as RECORDS/power.json")
+    a = p.parse_args(list(argv))
+    a.pair = curriculum_auc.PRIMARY
+    from auc_records import load_records  # noqa: PLC0415
+
+    arms = a.arms or sorted({r["arm"] for r in load_records(a.records)})
+    result = auc_power.report(a.records, arms, a)
+    if a.write:
+        print(f"wrote {auc_power.write(a.records, result)}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the projection grid; with ``--write``, store the chosen design's projection."""
+    """Print the projection grid; with ``--write``, store the chosen design's projection. Given a records
+    folder of ``curriculum_auc.py``, the learning-curve experiment's design (:func:`records_main`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and not argv[0].startswith("-") and any(Path(argv[0]).glob("*-s*.json")):
+        return records_main(argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("pilot", type=Path, help="the pilot experiment's --out folder")
     p.add_argument("--seeds", nargs="+", type=int, default=[3, 4, 6])

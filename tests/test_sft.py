@@ -515,3 +515,14 @@ def test_a_torch_trainer_refuses_a_scripted_entry_and_warms_up_again(tmp_path: P
     assert metrics["sft/cache_rebuilt"] == 1.0
     assert any("trainer_state.pt not found" in line for line in lines)
     assert (folder / "trainer" / "trainer_state.pt").is_file()
+
+
+def test_every_arm_of_a_seed_shares_its_warm_start_and_seeds_do_not() -> None:
+    """An experiment's arms (self-play, the fixed pool, procedural, the designer never trained) start from one
+    warm start per seed: the mode and whether the designer is trained afterwards are not in the key."""
+    cfg = _cfg(episodes=4)
+    key = sft.cache_key(cfg)
+    for name, value in {"mode": "fixed_pool", "designer.train": False}.items():
+        assert sft.cache_key(with_options(cfg, {name: value})) == key, name
+    assert sft.cache_key(with_options(cfg, {"mode": "procedural", "designer.train": False})) == key
+    assert sft.cache_key(with_options(cfg, {"seed": cfg.seed + 1})) != key

@@ -9,6 +9,7 @@ is only read, so a report can be made while the run is going.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from html import escape
@@ -45,8 +46,11 @@ class ReportSummary:
 def write_report(
     run_root: Path, out: Path | None = None, *, episodes_per_env: int = 3, max_rejected: int = 200
 ) -> ReportSummary:
-    """Write the report of the run in ``run_root`` (default ``<run>/report.html``)."""
+    """Write the report of the run in ``run_root`` (default ``<run>/report.html``); given an experiment's
+    records folder (``experiments/results/<name>``), its learning curves and primary result instead."""
     run = RunDir(Path(run_root))
+    if not run.config_path.is_file() and (run.root / "summary.json").is_file():
+        return _experiment_report(run.root, out)
     if not run.config_path.is_file():
         raise ReportError(f"{run.root} is not a run directory (no config.json); list runs with `spade runs`")
     info = run_info(run.root)
@@ -84,6 +88,26 @@ def write_report(
     path.write_text(html, encoding="utf-8")
     n_eps = sum(len(v) for v in plays.values())
     return ReportSummary(path, len(charts), len(records), len(rejected), n_eps, tuple(damaged))
+
+
+def _experiment_report(folder: Path, out: Path | None) -> ReportSummary:
+    """The page of an experiment's records folder: the curves ``curriculum_auc.py`` drew there
+    (``curves.svg``) and its ``summary.json``."""
+    svg = folder / "curves.svg"
+    if not svg.is_file():
+        raise ReportError(
+            f"{folder} holds no curves.svg: write it with experiments/curriculum_auc.py --report-only"
+        )
+    curves = svg.read_text(encoding="utf-8")
+    summary = json.dumps(json.loads((folder / "summary.json").read_text(encoding="utf-8")), indent=1)
+    runs = len(list(folder.glob("*-s*.json")))
+    sections = [("curves", curves[curves.find("<svg") :]), ("summary", f"<pre>{escape(summary)}</pre>")]
+    html = page_html.page(
+        f"spade report: experiment {folder.name}", f"{escape(str(folder))} · {runs} runs", sections, ""
+    )
+    path = Path(out) if out is not None else folder / "report.html"
+    path.write_text(html, encoding="utf-8")
+    return ReportSummary(path, 1, 0, 0, 0, ())
 
 
 def _config_text(run: RunDir) -> str:

@@ -141,12 +141,12 @@ async def _loop(
 ) -> None:
     board = run.tensorboard(purge_step=state.step)
     step_times: list[float] = []
-    evaluator = TrainEval(cfg, run.root)  # held-out evaluation (spade.evals.intrain); off when every=0
+    evaluator = TrainEval(cfg, run.root)  # held-out evaluation (spade.evals.intrain)
     try:
         while state.step < cfg.steps and not _budget_spent(cfg, state):
-            if evaluator.due(state.step):
+            if evaluator.due(state.step, state.sampled_tokens):
                 progress(f"step {state.step}: evaluate on {', '.join(cfg.eval.suites)}")
-            evals = await evaluator.at_step(c.policy, state.step)
+            evals = await evaluator.at_step(c.policy, state.step, state.sampled_tokens)
             started = time.perf_counter()
             row = await run_step(cfg, c, mode, state, progress)
             row.update(first if state.step == 0 else {})
@@ -163,7 +163,7 @@ async def _loop(
         if _budget_spent(cfg, state):
             progress(f"sampled-token budget reached: {state.sampled_tokens} >= {cfg.sampled_token_budget} "
                      f"tokens after {state.step} of {cfg.steps} steps")  # fmt: skip
-        final = await evaluator.at_end(c.policy, state.step)
+        final = await evaluator.at_end(c.policy, state.step, state.sampled_tokens)
         if final is not None:
             run.append_metrics(final)
             board.write(final)

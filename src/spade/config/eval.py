@@ -9,6 +9,7 @@ training config's section (plus when to evaluate). ``spade eval``'s flags are :c
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -70,6 +71,10 @@ class EvalConfig(EvalSettings):
     """Generation budget per reply (256 in training; `spade eval`: 512)."""
     every: int = 0
     """Steps between evaluations (0: never). Results go to <run>/eval/step_N and eval/<suite>/... metrics."""
+    at_tokens: tuple[int, ...] = ()
+    """Sampled-token marks (increasing; the count ``sampled_token_budget`` uses): the policy is evaluated at the
+    top of the first step whose sampled tokens reach each mark (mark 0: the warm start), and after the last
+    step for marks the run's end reached. Results go to <run>/eval/mark_M; replaces ``every``."""
     suites: tuple[str, ...] = ("reasoning_gym:basic_arithmetic,leg_counting",)
     """Suites, each 'name' or 'name:task1,task2' (as `spade eval`)."""
     preset: str = "default"
@@ -90,6 +95,12 @@ class EvalConfig(EvalSettings):
             self.episodes >= 1 and self.concurrency >= 1 and self.max_tokens >= 1,
             "eval.episodes, eval.concurrency and eval.max_tokens must be >= 1",
         )
+        marks = self.at_tokens
+        require(
+            all(m >= 0 for m in marks) and all(a < b for a, b in itertools.pairwise(marks)),
+            f"eval.at_tokens must be increasing sampled-token counts >= 0 (got {list(marks)})",
+        )
+        require(not (marks and self.every), "eval.at_tokens replaces eval.every: set eval.every to 0")
         bad = [d for d in self.data if not all(d.partition("=")[::2])]
         require(not bad, f"eval.data entries are 'suite=PATH' (got {bad})")
         suites = [d.partition("=")[0] for d in self.data]

@@ -1,8 +1,10 @@
-"""Held-out evaluation during training: at step 0, every ``eval.every`` steps and after the last step.
+"""Held-out evaluation during training: at step 0, every ``eval.every`` steps and after the last step, or at
+sampled-token marks (``eval.at_tokens``).
 
 The loop calls :meth:`TrainEval.at_step` at the top of each step (the policy before that step's update) and
 :meth:`TrainEval.at_end` after the last one. Each evaluation writes ``<run>/eval/step_N`` (the same folder
-format as ``spade eval --out``; N = updates the policy had) and returns metrics for the step's row:
+format as ``spade eval --out``; N = updates the policy had; with marks ``<run>/eval/mark_M``, whose summary
+also records ``mark`` and the run's ``sampled_tokens`` then) and returns metrics for the step's row:
 ``eval/<suite>/score``, ``eval/<suite>/ci95_lo|hi``, ``eval/<suite>/<category>/score``, ``eval/<suite>/n``
 and ``eval/<suite>/error`` (1 when the suite failed). A broken suite never stops training: its failure is
 logged and counted, and the other suites still run.
@@ -58,34 +60,56 @@ def report_metrics(report: SuiteReport) -> dict[str, float]:
 
 
 class TrainEval:
-    """The in-training evaluator of one run (inactive when ``cfg.eval.every`` is 0)."""
+    """The in-training evaluator of one run (inactive when ``cfg.eval.every`` is 0 and ``at_tokens`` empty).
+
+    With ``eval.at_tokens`` the run is evaluated at sampled-token marks instead of steps: a mark is due once
+    the run's sampled tokens reach it and its folder ``eval/mark_M`` holds no results, so a resumed run
+    neither redoes a mark nor skips one (a mark cut by a stop is evaluated again by the resumed step).
+    Marks reached together share one evaluation (the same policy), each in its own folder.
+    """
 
     def __init__(self, cfg: TrainConfig, run_root: Path) -> None:
         self.cfg = cfg.eval
         self.play = cfg.play
         self.root = run_root / "eval"
 
-    def due(self, updates: int) -> bool:
-        """Whether the policy after ``updates`` updates is evaluated at the top of a step."""
+    def pending_marks(self, sampled_tokens: int) -> list[int]:
+        """The marks ``sampled_tokens`` has reached that have no results yet."""
+        return [m for m in self.cfg.at_tokens if m <= sampled_tokens and not self._done(f"mark_{m}")]
+
+    def due(self, updates: int, sampled_tokens: int = 0) -> bool:
+        """Whether the policy after ``updates`` updates, ``sampled_tokens`` sampled, is evaluated now."""
+        if self.cfg.at_tokens:
+            return bool(self.pending_marks(sampled_tokens))
         return self.cfg.every > 0 and updates % self.cfg.every == 0
 
-    async def at_step(self, policy: Policy, step: int) -> dict[str, float]:
+    async def at_step(self, policy: Policy, step: int, sampled_tokens: int = 0) -> dict[str, float]:
         """Metrics for step ``step``'s row (empty when no evaluation is due)."""
-        return await self.evaluate(policy, step) if self.due(step) else {}
+        if not self.due(step, sampled_tokens):
+            return {}
+        return await self.evaluate(policy, step, sampled_tokens)
 
-    async def at_end(self, policy: Policy, steps: int) -> dict[str, Any] | None:
+    async def at_end(self, policy: Policy, steps: int, sampled_tokens: int = 0) -> dict[str, Any] | None:
         """A row ``{"step": steps, eval/...}`` for the final policy (None when disabled or already done)."""
-        if self.cfg.every <= 0 or (self.root / f"step_{steps}" / SUMMARY).is_file():
+        if self.cfg.at_tokens:
+            if not self.due(steps, sampled_tokens):
+                return None
+        elif self.cfg.every <= 0 or self._done(f"step_{steps}"):
             return None
-        return {"step": steps, **await self.evaluate(policy, steps)}
+        return {"step": steps, **await self.evaluate(policy, steps, sampled_tokens)}
 
-    async def evaluate(self, policy: Policy, updates: int) -> dict[str, float]:
-        """Run every suite (each guarded), write ``eval/step_<updates>``, return the metrics.
+    def _done(self, folder: str) -> bool:
+        return (self.root / folder / SUMMARY).is_file()
+
+    async def evaluate(self, policy: Policy, updates: int, sampled_tokens: int = 0) -> dict[str, float]:
+        """Run every suite (each guarded), write ``eval/step_<updates>`` (with marks: ``eval/mark_M`` for
+        each pending mark, recording the mark and the sampled tokens), return the metrics.
 
         Raises:
             spade.stopping.Interrupted: a stop was requested while the suites ran; nothing is written.
         """
         started = time.perf_counter()
+        marks = self.pending_marks(sampled_tokens) if self.cfg.at_tokens else []
         metrics: dict[str, float] = {}
         reports: list[SuiteReport] = []
         for spec in self.cfg.suites:
@@ -99,8 +123,12 @@ class TrainEval:
         stopping.check()  # replies cut by a stop request would be scored as wrong: write no results
         if reports:
             items: dict[str, list[ItemResult]] = {r.name: r.items for r in reports}
-            summary = results_summary(reports, policy) | {"updates": updates}
-            write_results(self.root / f"step_{updates}", summary, items, overwrite=True)
+            summary = results_summary(reports, policy) | {
+                "updates": updates,
+                "sampled_tokens": sampled_tokens,
+            }
+            for folder, extra in [(f"mark_{m}", {"mark": m}) for m in marks] or [(f"step_{updates}", {})]:
+                write_results(self.root / folder, summary | extra, items, overwrite=True)
         metrics["time/eval_s"] = time.perf_counter() - started
         return metrics
 

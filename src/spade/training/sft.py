@@ -326,6 +326,11 @@ torch files that do not parse (torch: RuntimeError for a cut archive, Unpickling
 bytes), and a trainer's own refusal (TorchTrainer: ValueError for another format or other tensors)."""
 
 
+_UNKEYED = frozenset({"designer.train", "designer.reward"})
+"""Settings the warm start does not read: whether the designer is trained afterwards and on what reward (so
+the control arms ``selfplay_untrained`` and the shuffled-reward designer share their seed's warm start)."""
+
+
 def cache_key(cfg: TrainConfig) -> str:
     """What a warm start's result depends on, hashed: the settings (runtime options aside: see
     :data:`spade.options.RUNTIME_OPTIONS`), the model options of :data:`_MODEL_KEYED`, the seed and the
@@ -337,7 +342,9 @@ def cache_key(cfg: TrainConfig) -> str:
         "games": {name: hashlib.sha256(envs.spec(name).source().encode()).hexdigest() for name in games},
         "model": {name: getattr(cfg.model, name) for name in _MODEL_KEYED},
         **{
-            section: result_settings(cfg, section)
+            section: {
+                k: v for k, v in result_settings(cfg, section).items() if f"{section}.{k}" not in _UNKEYED
+            }
             for section in ("sft", "play", "trainer", "designer", "checker")
         },
         "seed": cfg.seed,
