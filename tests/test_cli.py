@@ -129,7 +129,7 @@ def test_tool_commands_in_a_human_session() -> None:
     assert out.returncode == 0, out.stderr
     assert "Tools: " in out.stdout
     assert "Arguments must be a JSON object" in out.stdout
-    assert "Episode terminated" in out.stdout
+    assert "Episode ended after 2 turns: the environment ended it (a win or a loss)." in out.stdout
 
 
 def test_files_play_in_the_sandbox_native_and_official() -> None:

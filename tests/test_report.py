@@ -18,6 +18,7 @@ from spade.cli import main
 from spade.config import TranscriptConfig
 from spade.design.hints import HintReason
 from spade.report import write_report
+from spade.report_html import transcript
 from spade.report_charts import all_charts, tokens_before
 from spade.rundir import RunDir
 
@@ -193,6 +194,13 @@ def test_cli_report_and_a_damaged_transcript_is_named_not_fatal(
 
 
 # -- transcripts and samples ---------------------------------------------------------------------------------
+
+
+def test_an_episode_says_in_words_how_it_ended() -> None:
+    record = {"step": 3, "seed": 7, "hinted": False, "return": 0.0, "success": False, "status": "context_budget"}
+    html = transcript(record)
+    assert "ended: the context budget ran out (play.context_tokens)" in html
+    assert "context_budget" not in html
 
 
 def test_transcripts_hold_readable_episodes_and_designs(run: RunDir) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol, TextIO
 
 from spade import procedural
 from spade.env import StepResult, TextEnv, ToolEnv, answer_action, tool_call_action
+from spade.types import PlayStatus, plural, status_words
 
 Solver = Literal["scripted", "human", "model"]
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -92,8 +93,14 @@ def play(
         out.write(f"reward {last:+.2f} (total {total:+.2f})\n")
         _print_obs(out, obs, turn=turns)
         if terminated or truncated:
-            out.write("Episode " + ("terminated" if terminated else "truncated") + f" after {turns} turns.\n")
+            status = PlayStatus.TERMINATED if terminated else PlayStatus.TRUNCATED
+            out.write(f"{ended_line(status, turns)}.\n")
             return PlayResult(turns, total, last, terminated, truncated, quit=False)
+
+
+def ended_line(status: PlayStatus, turns: int) -> str:
+    """``Episode ended after 2 turns: the context budget ran out (play.context_tokens)``."""
+    return f"Episode ended after {plural(turns, 'turn')}: {status_words(status)}"
 
 
 def _print_obs(out: TextIO, obs: str, turn: int) -> None:
@@ -330,9 +337,7 @@ async def _watch(cfg: Any, policy: Any, w: _Watch, out: TextIO) -> PlayResult:
     if traj.error:
         out.write(f"Episode error: {traj.error}\n")
     last = traj.transitions[-1] if traj.transitions else None
-    out.write(
-        f"Episode {traj.status.value} after {len(traj.transitions)} turns, return {traj.episode_return:+.2f}.\n"
-    )
+    out.write(f"{ended_line(traj.status, len(traj.transitions))}; return {traj.episode_return:+.2f}.\n")
     return PlayResult(
         len(traj.transitions), sum(t.reward for t in traj.transitions), last.reward if last else 0.0,
         last.terminated if last else False, last.truncated if last else False, quit=False,

@@ -23,6 +23,7 @@ from spade.memory import FILENAME, EnvRecord, HistoryPoint, Memory
 from spade.report_charts import all_charts
 from spade.rundir import RunDir
 from spade.runs import run_info
+from spade.types import plural
 
 
 class ReportError(SpadeError):
@@ -137,7 +138,8 @@ def _episode_section(plays: dict[str, list[dict[str, Any]]]) -> str:
 
 def summary_line(s: ReportSummary) -> str:
     """The line ``spade report`` prints."""
+    skipped = f"; unreadable transcripts skipped: {', '.join(s.damaged)}" if s.damaged else ""
     return (
-        f"Report: {s.path} ({s.charts} charts, {s.environments} environments, {s.rejected} rejected designs, "
-        f"{s.episodes} episodes{'; unreadable transcripts skipped: ' + ', '.join(s.damaged) if s.damaged else ''})"
+        f"Report: {s.path} ({plural(s.charts, 'chart')}, {plural(s.environments, 'environment')}, "
+        f"{plural(s.rejected, 'rejected design')}, {plural(s.episodes, 'episode')}{skipped})"
     )
