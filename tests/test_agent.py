@@ -12,9 +12,9 @@ from spade import envs
 from spade.agent import Episode, play_episode
 from spade.backends.scripted import ByteTemplate
 from spade.config import PlayConfig
+from spade.play import ended_line
 from spade.sandbox import Limits, Sandbox
 from spade.sandbox.inprocess import InProcessSandbox
-from spade.play import ended_line
 from spade.types import Completion, FinishReason, PlayStatus, SamplingParams, status_words
 
 
@@ -130,7 +130,9 @@ def test_every_status_reads_as_words_where_a_person_sees_it() -> None:
     assert ended_line(PlayStatus.CONTEXT_BUDGET, 2) == (
         "Episode ended after 2 turns: the context budget ran out (play.context_tokens)"
     )
-    assert ended_line(PlayStatus.TURN_BUDGET, 1).startswith("Episode ended after 1 turn: the agent's turn budget")
+    assert ended_line(PlayStatus.TURN_BUDGET, 1).startswith(
+        "Episode ended after 1 turn: the agent's turn budget"
+    )
     assert status_words("from_a_newer_version") == "from_a_newer_version"
 
 

@@ -18,8 +18,8 @@ from spade.cli import main
 from spade.config import TranscriptConfig
 from spade.design.hints import HintReason
 from spade.report import write_report
-from spade.report_html import transcript
 from spade.report_charts import all_charts, tokens_before
+from spade.report_html import transcript
 from spade.rundir import RunDir
 
 
@@ -197,7 +197,14 @@ def test_cli_report_and_a_damaged_transcript_is_named_not_fatal(
 
 
 def test_an_episode_says_in_words_how_it_ended() -> None:
-    record = {"step": 3, "seed": 7, "hinted": False, "return": 0.0, "success": False, "status": "context_budget"}
+    record = {
+        "step": 3,
+        "seed": 7,
+        "hinted": False,
+        "return": 0.0,
+        "success": False,
+        "status": "context_budget",
+    }
     html = transcript(record)
     assert "ended: the context budget ran out (play.context_tokens)" in html
     assert "context_budget" not in html

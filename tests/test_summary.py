@@ -65,7 +65,15 @@ def test_an_agent_only_summary_has_no_designer_line_and_no_hinted_win_rate() -> 
 
 
 def test_counts_of_one_read_in_the_singular() -> None:
-    rows = [{"step": 0, "agent/plays": 8.0, "agent/win_rate": 0.5, "designer/envs": 2.0, "designer/valid_rate": 0.5}]
+    rows = [
+        {
+            "step": 0,
+            "agent/plays": 8.0,
+            "agent/win_rate": 0.5,
+            "designer/envs": 2.0,
+            "designer/valid_rate": 0.5,
+        }
+    ]
     text = "\n".join(run_summary(rows, [("a", 0, 0.5, 8)]))
     assert text.startswith("Summary of 1 step:")
     assert "over 1 regeneration;" in text
