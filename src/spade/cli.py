@@ -6,7 +6,6 @@ import inspect
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Annotated, Any, Literal, TextIO
 import tyro
 
 import spade
-from spade.console import output_to
+from spade.console import finish_note, run_output
 from spade.errors import SpadeError
 from spade.play import Solver
 
@@ -265,21 +264,15 @@ def _watch(args: PlayArgs, options: dict[str, Any]) -> int:
     if not args.run:
         print("spade play: --solver model needs --run RUN_DIR (the run whose policy plays)", file=sys.stderr)
         return 2
-    if args.verbose:
-        code, problem = _watch_on(args, options, sys.stdout)
-    else:
-        fd, name = tempfile.mkstemp(prefix="spade-play-", suffix=".log")
-        os.close(fd)
-        log = Path(name)
-        with output_to(log) as console:
-            console.out.write(f"Engine output goes to {name} (--verbose shows it here)\n")
-            code, problem = _watch_on(args, options, console.out)
-        if log.stat().st_size == 0:  # the engine said nothing: no file to keep
-            log.unlink()
-        elif problem:
-            problem += f" (engine output: {name})"
+    # The engine's output goes to the run's own logs (RUN/logs/engine-*.log), as in training; an engine that
+    # wrote nothing leaves no file, and the last line names a log that was kept.
+    with run_output(Path(args.run), verbose=args.verbose, fresh=False) as console:
+        code, problem = _watch_on(args, options, console.out)
+    log = console.kept_log()
     if problem:
-        print(f"spade play: {problem}", file=sys.stderr)
+        print(f"spade play: {problem}" + (f" (engine output: {log})" if log else ""), file=sys.stderr)
+    elif note := finish_note(console):
+        print(note)
     return code
 
 

@@ -21,7 +21,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 HELP = """Commands:
   <text>                  your action, sent to the environment as typed (e.g. 3, pour A B, \\boxed{7})
   /call NAME {json args}  call a tool (tool-use environments)
-  /answer TEXT            submit a final answer (tool-use environments)
+  /answer TEXT            submit a final answer, ending the episode (tool-use environments; in a game,
+                          type the answer as your action)
   /tools                  list the tools
   /help                   this help
   /quit                   stop playing (Ctrl-C and Ctrl-D also stop)"""
@@ -160,14 +161,15 @@ def _parse_command(env: Playable, line: str, out: TextIO) -> str | None:
     rest = rest.strip()
     if command == "/quit":
         return "/quit"
+    if command in ("/answer", "/call") and rest and not env.tools():
+        # A game reads every line as a move: <answer>...</answer> would only spend a turn as a garbled one.
+        out.write(
+            f"This game has no tools: {command} is for tool-use environments; type your action instead.\n"
+        )
+        return None
     if command == "/answer" and rest:
         return answer_action(rest)
     if command == "/call" and rest:
-        if not env.tools():
-            out.write(
-                "This game has no tools: /call is for tool-use environments; type your action instead.\n"
-            )
-            return None
         return _tool_call(rest, out)
     if command == "/help":
         out.write(HELP + "\n")
@@ -231,12 +233,25 @@ def open_playable(env_or_file: str, max_turns: int | None = None) -> Iterator[Pl
             yield env
         return
     path = Path(env_or_file)
+    with (
+        Sandbox() as sandbox,
+        sandbox.open(_file_source(path), filename=str(path), max_turns=max_turns) as env,
+    ):
+        yield env
+
+
+def _file_source(path: Path) -> str:
+    """The text of an environment file (FileNotFoundError / ValueError naming the path when it is none)."""
     if not path.is_file():
         raise FileNotFoundError(
-            f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)"
+            f"{str(path)!r} is neither a registered environment nor a file (see `spade envs`)"
         )
-    with Sandbox() as sandbox, sandbox.open(path.read_text(), filename=str(path), max_turns=max_turns) as env:
-        yield env
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"{path} is not a text Python file (it is not UTF-8 text); give an environment's .py file"
+        ) from None
 
 
 # -- the trained policy plays ------------------------------------------------------------------------------
@@ -287,11 +302,7 @@ def _source_of(env_or_file: str) -> tuple[str, str]:
     if env_or_file.startswith(procedural.ENV_PREFIX):
         return _procedural_source(env_or_file), env_or_file
     path = Path(env_or_file)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)"
-        )
-    return path.read_text(), path.stem
+    return _file_source(path), path.stem
 
 
 def _procedural_source(name: str) -> str:
