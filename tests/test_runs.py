@@ -78,11 +78,12 @@ def test_status_of_finished_running_failed_and_stopped_runs(runs: Path, tmp_path
 def test_cli_runs_table_and_json(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runs", str(runs)]) == 0
     header, row = capsys.readouterr().out.splitlines()
-    assert header.split()[:5] == ["RUN", "STATUS", "STEP", "MODE", "AGE"]
-    assert row.split()[:4] == ["done", "finished", "4/4", "selfplay"]
+    assert header.split()[:6] == ["RUN", "STATUS", "STEP", "MODE", "BACKEND", "AGE"]
+    assert row.split()[:5] == ["done", "finished", "4/4", "selfplay", "scripted"]
     assert main(["runs", str(runs), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["status"] == "finished"
+    assert data["backend"] == "scripted"
     assert data["path"] == str(runs / "done")
     assert main(["runs", str(runs / "nowhere")]) == 0
     assert "no runs under" in capsys.readouterr().err
