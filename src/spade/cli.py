@@ -169,7 +169,7 @@ def _cmd_report(argv: Sequence[str]) -> int:
 
 def _cmd_export(argv: Sequence[str]) -> int:
     args = tyro.cli(ExportArgs, args=argv, prog="spade export")
-    from spade.export import export_run  # noqa: PLC0415
+    from spade.export import export_run, summary_line  # noqa: PLC0415
 
     try:
         s = export_run(Path(args.run), Path(args.out) if args.out else None, include_seeds=args.include_seeds,
@@ -177,11 +177,7 @@ def _cmd_export(argv: Sequence[str]) -> int:
     except (SpadeError, OSError) as exc:
         print(f"spade export: {exc}", file=sys.stderr)
         return 2
-    if s.package is not None:
-        print(f"Exported {s.environments} environments as the {args.format} package {s.package}")
-        return 0
-    print(f"Exported {s.environments} environments: {s.pool} (games/, manifest.jsonl, checksums.sha256) and "
-          f"{s.dataset} (Parquet); train on them with `spade train --mode fixed_pool --pool {s.pool}`")  # fmt: skip
+    print(summary_line(s, args.format))
     return 0
 
 
