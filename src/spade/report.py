@@ -61,7 +61,7 @@ def write_report(
     rejected = [d for d in reversed(designs) if not d.get("valid")][:max_rejected]
     hl, hl_css = page_html.highlighter()
     episodes = {
-        env_id: f'<p><a href="#eps-{escape(env_id)}">{len(eps)} episode transcripts</a></p>'
+        env_id: f'<p><a href="#eps-{escape(env_id)}">{plural(len(eps), "episode transcript")}</a></p>'
         for env_id, eps in plays.items()
     }
     charts = all_charts(rows)

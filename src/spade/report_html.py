@@ -8,7 +8,7 @@ from typing import Any
 
 from spade.memory import EnvRecord, HistoryPoint
 from spade.report_charts import Chart
-from spade.types import status_words
+from spade.types import plural, status_words
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px;color:#222}
@@ -103,7 +103,7 @@ def _history(points: Sequence[HistoryPoint]) -> str:
     return ", ".join(
         f"step {p.step}: win {p.win_rate:.2f}"
         + (f" / regret {p.regret:+.2f}" if p.regret is not None else "")
-        + f" ({p.plays} plays)"
+        + f" ({plural(p.plays, 'play')})"
         for p in points
     )
 
