@@ -109,6 +109,12 @@ def test_model_solver_plays_with_the_runs_policy(
     assert main(["play", str(image), "--run", str(runs / "done")]) == 2
     assert f"spade play: {image} is not a text Python file" in capfd.readouterr().err
     image.unlink()
+    assert main(["play", "countdown", "--run", str(tmp_path / "nowhere")]) == 2
+    assert capfd.readouterr().err == (
+        f"spade play: {tmp_path / 'nowhere'} is not a run directory (no config.json); give --run a run "
+        "`spade runs` lists\n"
+    )
+    assert not (tmp_path / "nowhere").exists()  # no log folder made there either
     assert main(["play", "countdown", "--solver", "model"]) == 2
     assert "--run" in capfd.readouterr().err
     assert main(["play", "countdown", "--solver", "scripted", "--run", str(runs / "done")]) == 2

@@ -280,6 +280,10 @@ def watch_model(
     from spade.rundir import RunDir  # noqa: PLC0415
 
     run = RunDir(Path(run_root))
+    if not run.config_path.is_file():  # load_config's own message is about --resume
+        raise FileNotFoundError(
+            f"{run.root} is not a run directory (no config.json); give --run a run `spade runs` lists"
+        )
     cfg = run.load_config()
     code, name = _source_of(env_or_file)
     policy = make_policy(cfg.model, seed=cfg.seed)
