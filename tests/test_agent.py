@@ -12,9 +12,10 @@ from spade import envs
 from spade.agent import Episode, play_episode
 from spade.backends.scripted import ByteTemplate
 from spade.config import PlayConfig
+from spade.play import ended_line
 from spade.sandbox import Limits, Sandbox
 from spade.sandbox.inprocess import InProcessSandbox
-from spade.types import Completion, FinishReason, PlayStatus, SamplingParams
+from spade.types import Completion, FinishReason, PlayStatus, SamplingParams, status_words
 
 
 class CannedPolicy:
@@ -119,6 +120,20 @@ def test_every_budget_and_failure_is_a_status(
     t = play("switchboard", policy, cfg)
     assert t.status is status
     assert not t.success
+
+
+def test_every_status_reads_as_words_where_a_person_sees_it() -> None:
+    for status in PlayStatus:
+        words = status_words(status)
+        assert words == status_words(status.value)
+        assert status.value not in words  # words, not the code again
+    assert ended_line(PlayStatus.CONTEXT_BUDGET, 2) == (
+        "Episode ended after 2 turns: the context budget ran out (play.context_tokens)"
+    )
+    assert ended_line(PlayStatus.TURN_BUDGET, 1).startswith(
+        "Episode ended after 1 turn: the agent's turn budget"
+    )
+    assert status_words("from_a_newer_version") == "from_a_newer_version"
 
 
 def test_crashing_environment_is_recorded_not_raised() -> None:

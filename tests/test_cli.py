@@ -129,7 +129,18 @@ def test_tool_commands_in_a_human_session() -> None:
     assert out.returncode == 0, out.stderr
     assert "Tools: " in out.stdout
     assert "Arguments must be a JSON object" in out.stdout
-    assert "Episode terminated" in out.stdout
+    assert "Episode ended after 2 turns: the environment ended it (a win or a loss)." in out.stdout
+
+
+def test_answer_in_a_game_is_refused_without_spending_a_turn() -> None:
+    out = spade("play", "countdown", "--seed", "5", stdin="/answer 7\n/quit\n")
+    assert out.returncode == 0, out.stderr
+    assert (
+        "This game has no tools: /answer is for tool-use environments; type your action instead."
+        in out.stdout
+    )
+    assert "--- turn 1 ---" not in out.stdout  # nothing was sent: the game still stands at turn 0
+    assert "reward" not in out.stdout
 
 
 def test_files_play_in_the_sandbox_native_and_official() -> None:
@@ -150,6 +161,17 @@ def test_hostile_file_is_contained(tmp_path: Path) -> None:
     out = spade("play", str(bad), "--solver", "scripted")
     assert out.returncode == 1
     assert "timeout" in out.stderr
+
+
+def test_a_binary_file_is_named_as_not_text_python(tmp_path: Path) -> None:
+    image = tmp_path / "board.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    out = spade("play", str(image), "--solver", "scripted")
+    assert out.returncode == 2
+    assert (
+        out.stderr
+        == f"spade play: {image} is not a text Python file (it is not UTF-8 text); give an environment's .py file\n"
+    )
 
 
 def test_missing_environment_is_a_clear_error() -> None:

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from scripted_run import tiny_config
 from spade.config import DesignerConfig
 from spade.console import Ticker
+from spade.scoring import update_line
 from spade.train import train
 
 ENGINE = "INFO 12-05 16:04:39 [loader.py:42] Failed to load weights"
@@ -52,6 +55,52 @@ def test_engine_lines_go_to_the_run_log_not_the_console(tmp_path: Path) -> None:
     assert "WARNING engine from Python" in log.read_text()
     assert f"Engine output: {log}" in out.stdout
     assert not list(tmp_path.glob(".r.*"))  # the hidden log of the fresh run moved into it
+
+
+@pytest.fixture(scope="module")
+def agent_only(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """A real one-step fixed-pool run of the scripted backend (no engine, no warm start): its console."""
+    runs = tmp_path_factory.mktemp("runs")
+    cmd = [sys.executable, "-m", "spade.cli", "train", "--model.backend", "scripted", "--mode", "fixed_pool",
+           "--steps", "1", "--runs-dir", str(runs), "--name", "fp", "--corpus.no-enabled", "--sft.episodes", "0",
+           "--sft.designs", "0", "--sft.hints", "0"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    return out, runs / "fp"
+
+
+def test_an_engine_that_writes_nothing_names_no_log(
+    agent_only: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    out, run = agent_only
+    assert "engine output" not in out.stdout.lower()
+    assert not (run / "logs").exists()
+
+
+def test_an_agent_only_step_counts_only_agent_samples_and_says_why_there_are_none(
+    agent_only: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    out, _ = agent_only
+    assert "] step 0: play 1 environment\n" in out.stdout
+    (line,) = [ln for ln in out.stdout.splitlines() if "update" in ln]
+    assert "designer" not in line
+    assert line.endswith(
+        "step 0: no update (0 agent samples): every environment's plays returned the same, so they hold no "
+        "learning signal"
+    )
+
+
+def test_the_update_line_names_the_roles_a_mode_trains() -> None:
+    constant = {"agent/constant_group_share": 1.0}
+    assert update_line(2, 12, None, {}) == "step 2: update on 12 agent samples"
+    assert update_line(2, 1, 3, {}) == "step 2: update on 1 agent + 3 designer samples"
+    assert update_line(2, 0, 1, constant) == (
+        "step 2: update on 0 agent + 1 designer sample (no agent sample: every environment's plays returned the "
+        "same, so they hold no learning signal)"
+    )
+    assert update_line(2, 0, 0, {"agent/constant_group_share": 0.0}) == (
+        "step 2: no update (0 agent + 0 designer samples): no play sampled a token to train on"
+    )
 
 
 def test_verbose_shows_the_engine_lines(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -71,7 +72,17 @@ def test_orig_doc_null_falls_back_to_text(tmp_path: Path) -> None:
 
 def test_empty_corpus_is_a_clear_error(tmp_path: Path) -> None:
     path = _write_jsonl(tmp_path / "bad.jsonl", ["{oops", json.dumps({"text": ""})])
-    with pytest.raises(CorpusError, match=r"no usable documents .*1 bad_json, 1 empty_text"):
+    message = (
+        f"no usable documents in {path} (2 records skipped: bad.jsonl:1 is not a JSON object on one line; "
+        "bad.jsonl:2: text is empty); each record needs a non-empty string in its orig_doc or text field"
+    )
+    with pytest.raises(CorpusError, match=re.escape(message)):
+        load_corpus(path)
+    _write_jsonl(path, [json.dumps({"body": "x"}), json.dumps({"orig_doc": 3, "text": "not read"})])
+    with pytest.raises(
+        CorpusError,
+        match=re.escape("bad.jsonl:1 has no orig_doc or text field; bad.jsonl:2: orig_doc is not a string"),
+    ):
         load_corpus(path)
     (tmp_path / "empty").mkdir()
     with pytest.raises(CorpusError, match="no records"):

@@ -25,7 +25,7 @@ from spade.evals.results import read_results, write_results
 from spade.evals.runner import SuiteRequest, evaluate
 from spade.evals.stats import bootstrap_ci, paired_diff, summarise
 from spade.preflight import check_names
-from spade.types import Completion, SamplingParams
+from spade.types import Completion, SamplingParams, status_words
 
 DATA = Path(__file__).parent / "eval_data"
 FIXTURES = Path(__file__).parents[1] / "src" / "spade" / "envs" / "official_fixtures"
@@ -275,6 +275,10 @@ def test_envs_suite_plays_files_and_official_folders_with_a_policy() -> None:
     assert by_task["game_coin_weighing"].score == 0.0  # it cannot play this game at all
     solved = evaluate(["envs"], PolicySource(kind="solver"), opts=opts)[0]
     assert solved.summary.by_task["quiz_two"].score == 1.0
+    episodes = [e for item in (*report.items, *solved.items) for e in item.detail["episodes"]]
+    assert {e["status"] for e in episodes} >= {"terminated"}
+    for e in episodes:  # the record keeps the code and says in words how the episode ended
+        assert e["ended"] == status_words(e["status"]) != e["status"]
 
 
 def test_envs_suite_rejects_what_does_not_exist() -> None:

@@ -67,6 +67,32 @@ def test_dataset_is_parquet_with_code_and_provenance(run: RunDir, tmp_path: Path
     assert "path: data/train-*.parquet" in card  # the configs entry datasets.load_dataset(folder) follows
 
 
+def test_every_format_keeps_the_run_ids_and_its_line_gives_the_next_command(
+    run: RunDir, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = {}
+    for fmt in ("pool", "openenv", "verifiers"):
+        out = tmp_path / fmt
+        assert main(["export", str(run.root), "--out", str(out), "--format", fmt]) == 0
+        line = capsys.readouterr().out
+        manifest = next(out.rglob("manifest.jsonl"))
+        ids[fmt] = [json.loads(row)["env_id"] for row in manifest.read_text().splitlines()]
+        package = out / fmt
+        name = f"spade_{fmt}_{run.root.name}"
+        if fmt == "pool":
+            assert f"`spade train --mode fixed_pool --pool {out / 'pool'}`" in line
+            assert f"`spade eval envs {out / 'pool'} --run RUN`" in line
+        elif fmt == "openenv":
+            assert (package / name / "server" / "app.py").is_file()
+            assert f"`cd {package} && python -m {name}.server.app --port 8000`" in line
+            assert "`spade train --mode fixed_pool --pool openenv:http://127.0.0.1:8000`" in line
+        else:
+            assert (package / name / "taskset.py").is_file()
+            assert f"`pip install {package}`" in line
+            assert f"`spade train --mode fixed_pool --pool verifiers:{name}`" in line
+    assert ids["pool"] == ids["openenv"] == ids["verifiers"] == list(_valid_designed(run))
+
+
 def test_exported_pool_trains_with_fixed_pool(run: RunDir, tmp_path: Path) -> None:
     summary = export_run(run.root, tmp_path / "out")
     cfg = tiny_config(tmp_path, "pool-run", steps=1, mode="fixed_pool", pool=str(summary.pool))

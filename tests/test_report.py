@@ -19,6 +19,7 @@ from spade.config import TranscriptConfig
 from spade.design.hints import HintReason
 from spade.report import write_report
 from spade.report_charts import all_charts, tokens_before
+from spade.report_html import transcript
 from spade.rundir import RunDir
 
 
@@ -157,6 +158,24 @@ def test_memory_is_drawn_in_one_unit() -> None:
     assert min(values) <= 2.2
 
 
+def test_shares_get_their_own_axis_not_the_tokens_per_second_one() -> None:
+    """speed/prompt_reuse and speed/prefix_cache_hit_rate are 0-1 shares: beside 400 tokens/s they would lie
+    flat at zero, so they go on a 0-1 chart of their own and the tokens/s chart holds only rates."""
+    rows = [
+        {"step": s, "speed/sampled_tokens_per_s": 400.0 + s, "speed/prompt_reuse": 0.8,
+         "speed/prefix_cache_hit_rate": 0.7}
+        for s in range(3)
+    ]  # fmt: skip
+    charts = {c.key: c for c in all_charts(rows)}
+    legend = {key: set(re.findall(r">(speed/[a-z_]+)<", c.svg)) for key, c in charts.items()}
+    assert legend["speed"] == {"speed/sampled_tokens_per_s"}
+    assert legend["reuse"] == {"speed/prompt_reuse", "speed/prefix_cache_hit_rate"}
+    assert ">tokens/s<" in charts["speed"].svg
+    shares = [float(t.replace("\u2212", "-")) for t in _ticks(charts["reuse"].svg, "y")]
+    assert max(shares) <= 1.05
+    assert min(shares) >= 0.0
+
+
 def test_cli_report_and_a_damaged_transcript_is_named_not_fatal(
     run: RunDir, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -175,6 +194,20 @@ def test_cli_report_and_a_damaged_transcript_is_named_not_fatal(
 
 
 # -- transcripts and samples ---------------------------------------------------------------------------------
+
+
+def test_an_episode_says_in_words_how_it_ended() -> None:
+    record = {
+        "step": 3,
+        "seed": 7,
+        "hinted": False,
+        "return": 0.0,
+        "success": False,
+        "status": "context_budget",
+    }
+    html = transcript(record)
+    assert "ended: the context budget ran out (play.context_tokens)" in html
+    assert "context_budget" not in html
 
 
 def test_transcripts_hold_readable_episodes_and_designs(run: RunDir) -> None:

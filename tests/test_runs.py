@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,11 +78,12 @@ def test_status_of_finished_running_failed_and_stopped_runs(runs: Path, tmp_path
 def test_cli_runs_table_and_json(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["runs", str(runs)]) == 0
     header, row = capsys.readouterr().out.splitlines()
-    assert header.split()[:5] == ["RUN", "STATUS", "STEP", "MODE", "AGE"]
-    assert row.split()[:4] == ["done", "finished", "4/4", "selfplay"]
+    assert header.split()[:6] == ["RUN", "STATUS", "STEP", "MODE", "BACKEND", "AGE"]
+    assert row.split()[:5] == ["done", "finished", "4/4", "selfplay", "scripted"]
     assert main(["runs", str(runs), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["status"] == "finished"
+    assert data["backend"] == "scripted"
     assert data["path"] == str(runs / "done")
     assert main(["runs", str(runs / "nowhere")]) == 0
     assert "no runs under" in capsys.readouterr().err
@@ -98,8 +100,21 @@ def test_model_solver_plays_with_the_runs_policy(
     assert "--- turn 0 ---" in out
     assert "model> " in out
     assert "action: " in out
-    assert "Episode " in out
+    assert re.search(r"Episode ended after \d+ turns?: [a-z]", out)  # how it ended in words, not a code
     assert list(tmp_path.iterdir()) == []  # the scripted backend wrote nothing: no empty log is left
+    assert not (runs / "done" / "logs").exists()
+    assert "Engine output" not in out
+    image = tmp_path / "board.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")
+    assert main(["play", str(image), "--run", str(runs / "done")]) == 2
+    assert f"spade play: {image} is not a text Python file" in capfd.readouterr().err
+    image.unlink()
+    assert main(["play", "countdown", "--run", str(tmp_path / "nowhere")]) == 2
+    assert capfd.readouterr().err == (
+        f"spade play: {tmp_path / 'nowhere'} is not a run directory (no config.json); give --run a run "
+        "`spade runs` lists\n"
+    )
+    assert not (tmp_path / "nowhere").exists()  # no log folder made there either
     assert main(["play", "countdown", "--solver", "model"]) == 2
     assert "--run" in capfd.readouterr().err
     assert main(["play", "countdown", "--solver", "scripted", "--run", str(runs / "done")]) == 2
@@ -148,14 +163,18 @@ def test_model_solver_plays_at_the_runs_level_and_keeps_the_engine_out_of_the_tr
         "--seed",
         "1",
     ]  # implies model
-    quiet = subprocess.run(play, capture_output=True, text=True, timeout=120, check=False)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    quiet = subprocess.run(play, capture_output=True, text=True, timeout=120, check=False,
+                           env={**os.environ, "TMPDIR": str(tmp)})  # fmt: skip
     assert quiet.returncode == 0, quiet.stderr
     assert "Level: 0 (the run's play.difficulty)" in quiet.stdout
     level0 = envs.make("sokoban").reset(seed=1, options={"difficulty": 0})[0]
     assert level0.split("Turns left")[0] in quiet.stdout  # not sokoban's default level 1
     assert "ENGINE" not in quiet.stdout + quiet.stderr
-    first = quiet.stdout.splitlines()[0]
-    log = Path(first.removeprefix("Engine output goes to ").removesuffix(" (--verbose shows it here)"))
+    (log,) = (run / "logs").glob("engine-*.log")  # in the run, as a training run's: nothing left in /tmp
+    assert list(tmp.iterdir()) == []
+    assert quiet.stdout.splitlines()[-1] == f"Engine output: {log} (--verbose shows it here)"
     assert sorted(ln for ln in log.read_text().splitlines() if ln.startswith("ENGINE")) == [
         "ENGINE fd 1", "ENGINE fd 2", "ENGINE logged", "ENGINE printed", "ENGINE worker",
     ]  # fmt: skip

@@ -64,6 +64,22 @@ def test_an_agent_only_summary_has_no_designer_line_and_no_hinted_win_rate() -> 
     assert run_summary(rows)[1].startswith("  designer: 0/0 designs valid")  # self-play says it designed none
 
 
+def test_counts_of_one_read_in_the_singular() -> None:
+    rows = [
+        {
+            "step": 0,
+            "agent/plays": 8.0,
+            "agent/win_rate": 0.5,
+            "designer/envs": 2.0,
+            "designer/valid_rate": 0.5,
+        }
+    ]
+    text = "\n".join(run_summary(rows, [("a", 0, 0.5, 8)]))
+    assert text.startswith("Summary of 1 step:")
+    assert "over 1 regeneration;" in text
+    assert "on the 1 environment played in both thirds" in text
+
+
 def test_peak_rss_counts_live_children() -> None:
     alone = resources.peak_rss_gb()
     assert alone > 0.005

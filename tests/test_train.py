@@ -348,8 +348,9 @@ def test_agent_only_modes_say_what_they_do_and_summarise_no_designer(
     assert out.returncode == 0, out.stderr[-2000:]
     assert line in out.stdout
     assert "design\n" not in out.stdout
-    assert "Summary of 1 steps:\n  agent: win rate" in out.stdout  # no designer line
+    assert "Summary of 1 step:\n  agent: win rate" in out.stdout  # no designer line
     assert "designer:" not in out.stdout
+    assert "designer sample" not in out.stdout  # the update line counts only the roles the mode trains
     assert "with hint" not in out.stdout
 
 

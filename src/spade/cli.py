@@ -6,7 +6,6 @@ import inspect
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Annotated, Any, Literal, TextIO
 import tyro
 
 import spade
-from spade.console import output_to
+from spade.console import finish_note, run_output
 from spade.errors import SpadeError
 from spade.play import Solver
 
@@ -170,7 +169,7 @@ def _cmd_report(argv: Sequence[str]) -> int:
 
 def _cmd_export(argv: Sequence[str]) -> int:
     args = tyro.cli(ExportArgs, args=argv, prog="spade export")
-    from spade.export import export_run  # noqa: PLC0415
+    from spade.export import export_run, summary_line  # noqa: PLC0415
 
     try:
         s = export_run(Path(args.run), Path(args.out) if args.out else None, include_seeds=args.include_seeds,
@@ -178,11 +177,7 @@ def _cmd_export(argv: Sequence[str]) -> int:
     except (SpadeError, OSError) as exc:
         print(f"spade export: {exc}", file=sys.stderr)
         return 2
-    if s.package is not None:
-        print(f"Exported {s.environments} environments as the {args.format} package {s.package}")
-        return 0
-    print(f"Exported {s.environments} environments: {s.pool} (games/, manifest.jsonl, checksums.sha256) and "
-          f"{s.dataset} (Parquet); train on them with `spade train --mode fixed_pool --pool {s.pool}`")  # fmt: skip
+    print(summary_line(s, args.format))
     return 0
 
 
@@ -265,21 +260,15 @@ def _watch(args: PlayArgs, options: dict[str, Any]) -> int:
     if not args.run:
         print("spade play: --solver model needs --run RUN_DIR (the run whose policy plays)", file=sys.stderr)
         return 2
-    if args.verbose:
-        code, problem = _watch_on(args, options, sys.stdout)
-    else:
-        fd, name = tempfile.mkstemp(prefix="spade-play-", suffix=".log")
-        os.close(fd)
-        log = Path(name)
-        with output_to(log) as console:
-            console.out.write(f"Engine output goes to {name} (--verbose shows it here)\n")
-            code, problem = _watch_on(args, options, console.out)
-        if log.stat().st_size == 0:  # the engine said nothing: no file to keep
-            log.unlink()
-        elif problem:
-            problem += f" (engine output: {name})"
+    # The engine's output goes to the run's own logs (RUN/logs/engine-*.log), as in training; an engine that
+    # wrote nothing leaves no file, and the last line names a log that was kept.
+    with run_output(Path(args.run), verbose=args.verbose, fresh=False) as console:
+        code, problem = _watch_on(args, options, console.out)
+    log = console.kept_log()
     if problem:
-        print(f"spade play: {problem}", file=sys.stderr)
+        print(f"spade play: {problem}" + (f" (engine output: {log})" if log else ""), file=sys.stderr)
+    elif note := finish_note(console):
+        print(note)
     return code
 
 

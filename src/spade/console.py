@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from spade.types import plural
+
 LOGS = "logs"
 """A run directory's folder of engine logs (``RUN/logs/engine-<start time>.log``)."""
 
@@ -181,7 +183,8 @@ def finish_note(console: Console | None) -> str:
     if log is None:
         return ""
     problems = engine_problems(log)
-    said = f"{problems} line(s) there report an error; " if problems else ""
+    verb = "reports" if problems == 1 else "report"
+    said = f"{plural(problems, 'line')} there {verb} an error; " if problems else ""
     return f"Engine output: {log} ({said}--verbose shows it here)"
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from spade.errors import SpadeError
-from spade.types import CorpusDoc
+from spade.types import CorpusDoc, plural
 
 TEXT_KEYS = ("orig_doc", "text")
 """Record fields holding a document's text, in order of preference."""
@@ -72,19 +72,28 @@ class Corpus:
 # -- records -----------------------------------------------------------------------------------------------
 
 
-def _record_text(record: Any) -> tuple[str | None, str]:
-    """The text of one record, or ``(None, reason)``."""
+def _record_text(record: Any) -> tuple[str | None, str, str]:
+    """The text of one record, or ``(None, reason, the field at fault)``."""
     if not isinstance(record, Mapping):
-        return None, "missing_text"
+        return None, "missing_text", ""
     key = next((k for k in TEXT_KEYS if k in record and record[k] is not None), None)
     if key is None:
-        return None, "missing_text"
+        return None, "missing_text", ""
     value = record[key]
     if not isinstance(value, str):
-        return None, "not_str"
+        return None, "not_str", key
     if not value.strip():
-        return None, "empty_text"
-    return value, ""
+        return None, "empty_text", key
+    return value, "", key
+
+
+def _skip_words(reason: str, where: str, key: str) -> str:
+    """One skipped record in words, naming the record and the field at fault."""
+    if reason == "bad_json":
+        return f"{where} is not a JSON object on one line"
+    if reason == "missing_text":
+        return f"{where} has no {' or '.join(TEXT_KEYS)} field"
+    return f"{where}: {key} is {'not a string' if reason == 'not_str' else 'empty'}"
 
 
 def _title(record: Mapping[str, Any]) -> str:
@@ -98,20 +107,27 @@ class _Builder:
     def __init__(self) -> None:
         self.docs: list[CorpusDoc] = []
         self.skipped: Counter[str] = Counter()
+        self.first: dict[str, str] = {}
+        """The first skipped record of each reason, in words (for the error of a corpus with no document)."""
+
+    def skip(self, reason: str, doc_id: str, key: str = "") -> None:
+        self.skipped[reason] += 1
+        self.first.setdefault(reason, _skip_words(reason, doc_id, key))
 
     def add_record(self, record: Any, doc_id: str) -> None:
-        text, reason = _record_text(record)
+        text, reason, key = _record_text(record)
         if text is None:
-            self.skipped[reason] += 1
+            self.skip(reason, doc_id, key)
         else:
             self.docs.append(CorpusDoc(doc_id=doc_id, title=_title(record), text=text))
 
     def build(self, source: str) -> Corpus:
         if not self.docs:
-            detail = ", ".join(f"{n} {r}" for r, n in sorted(self.skipped.items())) or "no records"
+            n = self.skipped.total()
+            detail = f"{plural(n, 'record')} skipped: {'; '.join(self.first.values())}" if n else "no records"
             raise CorpusError(
-                f"no usable documents in {source} ({detail}); each record needs a non-empty string "
-                f"in one of {list(TEXT_KEYS)}"
+                f"no usable documents in {source} ({detail}); each record needs a non-empty string in its "
+                f"{' or '.join(TEXT_KEYS)} field (docs/running.md, The grounding corpus)"
             )
         return Corpus(tuple(self.docs), source, tuple(sorted(self.skipped.items())))
 
@@ -124,7 +140,7 @@ def _read_jsonl(path: Path, prefix: str, out: _Builder) -> None:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                out.skipped["bad_json"] += 1
+                out.skip("bad_json", f"{prefix}:{lineno}")
                 continue
             out.add_record(record, f"{prefix}:{lineno}")
 

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spade.ecosystem import ExportedEnv, ExportFormat
+from spade.ecosystem import ExportedEnv, ExportFormat, package_name
 from spade.errors import SpadeError
 from spade.memory import FILENAME, EnvRecord, EnvStatus, HistoryPoint, Memory
 from spade.rundir import RunDir
+from spade.types import plural
 
 CARD = """---
 license: other
@@ -62,6 +63,8 @@ class ExportSummary:
     environments: int
     package: Path | None = None
     """The ecosystem package (``format`` other than ``pool``)."""
+    name: str = ""
+    """The package's import name: its id in the ecosystem (OpenEnv's ``name``, verifiers' taskset ``id``)."""
 
 
 def _file_name(index: int, record: EnvRecord, setting: str) -> str:
@@ -126,8 +129,9 @@ def export_run(
             ExportedEnv(r.env_id, _file_name(i, r, setting), r.skill, r.code)
             for i, r in enumerate(records, 1)
         ]
+        package = _write_package(format, out, run.root.name, envs)
         return ExportSummary(
-            out, out, out, len(envs), package=_write_package(format, out, run.root.name, envs)
+            out, out, out, len(envs), package, package_name(run.root.name, f"spade_{format}")
         )
     return _write_pool(out, records, histories, run_name=run.root.name, setting=setting, step=step)
 
@@ -188,6 +192,30 @@ def _write_parquet(folder: Path, rows: list[dict[str, Any]], code: dict[str, str
     table = pa.Table.from_pylist([{**r, "code": code[r["env_id"]]} for r in rows], schema=schema)
     (folder / "data").mkdir(parents=True)
     pq.write_table(table, folder / "data" / "train-00000-of-00001.parquet")
+
+
+def summary_line(s: ExportSummary, fmt: ExportFormat) -> str:
+    """What ``spade export`` prints: what was written and the commands that use it. Every format keeps the
+    run's environment ids (the manifests' ``env_id``; the OpenEnv server's ``reset(env_id=...)``, the
+    verifiers tasks ``<env_id>#<seed>``)."""
+    what = plural(s.environments, "environment")
+    if fmt == "openenv":
+        return (
+            f"Exported {what} as the OpenEnv package {s.package} (id {s.name}); serve it with "
+            f"`cd {s.package} && python -m {s.name}.server.app --port 8000`, then train on it with "
+            "`spade train --mode fixed_pool --pool openenv:http://127.0.0.1:8000`"
+        )
+    if fmt == "verifiers":
+        return (
+            f"Exported {what} as the verifiers taskset package {s.package} (id {s.name}); install it with "
+            f"`pip install {s.package}`, then train on it with `spade train --mode fixed_pool --pool "
+            f"verifiers:{s.name}`"
+        )
+    return (
+        f"Exported {what}: {s.pool} (games/, manifest.jsonl, checksums.sha256) and {s.dataset} (Parquet); "
+        f"train on them with `spade train --mode fixed_pool --pool {s.pool}`, or score a run's policy on them "
+        f"with `spade eval envs {s.pool} --run RUN`"
+    )
 
 
 def verify_checksums(pool: Path) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol, TextIO
 
 from spade import procedural
 from spade.env import StepResult, TextEnv, ToolEnv, answer_action, tool_call_action
+from spade.types import PlayStatus, plural, status_words
 
 Solver = Literal["scripted", "human", "model"]
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -20,7 +21,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 HELP = """Commands:
   <text>                  your action, sent to the environment as typed (e.g. 3, pour A B, \\boxed{7})
   /call NAME {json args}  call a tool (tool-use environments)
-  /answer TEXT            submit a final answer (tool-use environments)
+  /answer TEXT            submit a final answer, ending the episode (tool-use environments; in a game,
+                          type the answer as your action)
   /tools                  list the tools
   /help                   this help
   /quit                   stop playing (Ctrl-C and Ctrl-D also stop)"""
@@ -92,8 +94,14 @@ def play(
         out.write(f"reward {last:+.2f} (total {total:+.2f})\n")
         _print_obs(out, obs, turn=turns)
         if terminated or truncated:
-            out.write("Episode " + ("terminated" if terminated else "truncated") + f" after {turns} turns.\n")
+            status = PlayStatus.TERMINATED if terminated else PlayStatus.TRUNCATED
+            out.write(f"{ended_line(status, turns)}.\n")
             return PlayResult(turns, total, last, terminated, truncated, quit=False)
+
+
+def ended_line(status: PlayStatus, turns: int) -> str:
+    """``Episode ended after 2 turns: the context budget ran out (play.context_tokens)``."""
+    return f"Episode ended after {plural(turns, 'turn')}: {status_words(status)}"
 
 
 def _print_obs(out: TextIO, obs: str, turn: int) -> None:
@@ -153,14 +161,15 @@ def _parse_command(env: Playable, line: str, out: TextIO) -> str | None:
     rest = rest.strip()
     if command == "/quit":
         return "/quit"
+    if command in ("/answer", "/call") and rest and not env.tools():
+        # A game reads every line as a move: <answer>...</answer> would only spend a turn as a garbled one.
+        out.write(
+            f"This game has no tools: {command} is for tool-use environments; type your action instead.\n"
+        )
+        return None
     if command == "/answer" and rest:
         return answer_action(rest)
     if command == "/call" and rest:
-        if not env.tools():
-            out.write(
-                "This game has no tools: /call is for tool-use environments; type your action instead.\n"
-            )
-            return None
         return _tool_call(rest, out)
     if command == "/help":
         out.write(HELP + "\n")
@@ -224,12 +233,25 @@ def open_playable(env_or_file: str, max_turns: int | None = None) -> Iterator[Pl
             yield env
         return
     path = Path(env_or_file)
+    with (
+        Sandbox() as sandbox,
+        sandbox.open(_file_source(path), filename=str(path), max_turns=max_turns) as env,
+    ):
+        yield env
+
+
+def _file_source(path: Path) -> str:
+    """The text of an environment file (FileNotFoundError / ValueError naming the path when it is none)."""
     if not path.is_file():
         raise FileNotFoundError(
-            f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)"
+            f"{str(path)!r} is neither a registered environment nor a file (see `spade envs`)"
         )
-    with Sandbox() as sandbox, sandbox.open(path.read_text(), filename=str(path), max_turns=max_turns) as env:
-        yield env
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(
+            f"{path} is not a text Python file (it is not UTF-8 text); give an environment's .py file"
+        ) from None
 
 
 # -- the trained policy plays ------------------------------------------------------------------------------
@@ -258,6 +280,10 @@ def watch_model(
     from spade.rundir import RunDir  # noqa: PLC0415
 
     run = RunDir(Path(run_root))
+    if not run.config_path.is_file():  # load_config's own message is about --resume
+        raise FileNotFoundError(
+            f"{run.root} is not a run directory (no config.json); give --run a run `spade runs` lists"
+        )
     cfg = run.load_config()
     code, name = _source_of(env_or_file)
     policy = make_policy(cfg.model, seed=cfg.seed)
@@ -280,11 +306,7 @@ def _source_of(env_or_file: str) -> tuple[str, str]:
     if env_or_file.startswith(procedural.ENV_PREFIX):
         return _procedural_source(env_or_file), env_or_file
     path = Path(env_or_file)
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{env_or_file!r} is neither a registered environment nor a file (see `spade envs`)"
-        )
-    return path.read_text(), path.stem
+    return _file_source(path), path.stem
 
 
 def _procedural_source(name: str) -> str:
@@ -330,9 +352,7 @@ async def _watch(cfg: Any, policy: Any, w: _Watch, out: TextIO) -> PlayResult:
     if traj.error:
         out.write(f"Episode error: {traj.error}\n")
     last = traj.transitions[-1] if traj.transitions else None
-    out.write(
-        f"Episode {traj.status.value} after {len(traj.transitions)} turns, return {traj.episode_return:+.2f}.\n"
-    )
+    out.write(f"{ended_line(traj.status, len(traj.transitions))}; return {traj.episode_return:+.2f}.\n")
     return PlayResult(
         len(traj.transitions), sum(t.reward for t in traj.transitions), last.reward if last else 0.0,
         last.terminated if last else False, last.truncated if last else False, quit=False,

@@ -24,6 +24,7 @@ from spade.memory import FILENAME, EnvRecord, HistoryPoint, Memory
 from spade.report_charts import all_charts
 from spade.rundir import RunDir
 from spade.runs import run_info
+from spade.types import plural
 
 
 class ReportError(SpadeError):
@@ -64,7 +65,7 @@ def write_report(
     rejected = [d for d in reversed(designs) if not d.get("valid")][:max_rejected]
     hl, hl_css = page_html.highlighter()
     episodes = {
-        env_id: f'<p><a href="#eps-{escape(env_id)}">{len(eps)} episode transcripts</a></p>'
+        env_id: f'<p><a href="#eps-{escape(env_id)}">{plural(len(eps), "episode transcript")}</a></p>'
         for env_id, eps in plays.items()
     }
     charts = all_charts(rows)
@@ -161,7 +162,8 @@ def _episode_section(plays: dict[str, list[dict[str, Any]]]) -> str:
 
 def summary_line(s: ReportSummary) -> str:
     """The line ``spade report`` prints."""
+    skipped = f"; unreadable transcripts skipped: {', '.join(s.damaged)}" if s.damaged else ""
     return (
-        f"Report: {s.path} ({s.charts} charts, {s.environments} environments, {s.rejected} rejected designs, "
-        f"{s.episodes} episodes{'; unreadable transcripts skipped: ' + ', '.join(s.damaged) if s.damaged else ''})"
+        f"Report: {s.path} ({plural(s.charts, 'chart')}, {plural(s.environments, 'environment')}, "
+        f"{plural(s.rejected, 'rejected design')}, {plural(s.episodes, 'episode')}{skipped})"
     )

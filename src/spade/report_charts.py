@@ -70,7 +70,15 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]
 
 
-def _lines(key: str, title: str, rows: Rows, keys: Sequence[str], ylabel: str = "") -> Chart | None:
+def _lines(
+    key: str,
+    title: str,
+    rows: Rows,
+    keys: Sequence[str],
+    ylabel: str = "",
+    *,
+    ylim: tuple[float, float] | None = None,
+) -> Chart | None:
     present = [k for k in keys if _series(rows, k)[0]]
     if not present:
         return None
@@ -79,6 +87,8 @@ def _lines(key: str, title: str, rows: Rows, keys: Sequence[str], ylabel: str = 
         x, y = _series(rows, k)
         ax.plot(x, y, marker="o", markersize=3, label=k)
     ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     _legend(ax)
     return Chart(key, title, _svg(fig))
 
@@ -167,6 +177,14 @@ def _stack(ax: Any, rows: Rows, keys: list[str], *, prefix: str, bottom: list[fl
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
 
 
+RATE_SUFFIX = "_per_s"
+"""``speed/`` metrics ending so are rates (tokens/s); the others are shares of prompt tokens, 0 to 1."""
+
+
+def _rates(rows: Rows) -> list[str]:
+    return [k for k in _keys(rows, "speed/") if k.endswith(RATE_SUFFIX)]
+
+
 _LINE_CHARTS: tuple[tuple[str, str, Callable[[Rows], list[str]], str], ...] = (
     (
         "win",
@@ -177,9 +195,25 @@ _LINE_CHARTS: tuple[tuple[str, str, Callable[[Rows], list[str]], str], ...] = (
     ("returns", "Returns and designer reward", lambda r: ["agent/return_mean", "designer/reward_mean"], ""),
     ("loss", "Losses", lambda r: _keys(r, "loss/"), "loss"),
     ("eval", "Evaluation scores", lambda r: _keys(r, "eval/"), "score"),
-    ("speed", "Tokens per second", lambda r: _keys(r, "speed/"), "tokens/s"),
+    ("speed", "Tokens per second", _rates, "tokens/s"),
     ("archive", "Environment archive", lambda r: _keys(r, "memory/"), "environments"),
 )
+
+
+def reuse(rows: Rows) -> Chart | None:
+    """The ``speed/`` shares (``prompt_reuse``, ``prefix_cache_hit_rate``) on their own 0-1 axis: on the
+    tokens/s axis beside hundreds of tokens per second they would lie flat at zero."""
+    shares = [k for k in _keys(rows, "speed/") if not k.endswith(RATE_SUFFIX)]
+    return _lines(
+        "reuse",
+        "Prompt reuse and prefix-cache hits",
+        rows,
+        shares,
+        "share of prompt tokens",
+        ylim=(0.0, 1.05),
+    )
+
+
 _MEMORY = re.compile(r"(mem|rss)_(mb|gb)$")
 """Memory metrics: the trainer's ``train/peak_mem_mb`` (MiB) and ``resources/*rss_gb`` (GB, 10^9 bytes)."""
 
@@ -204,7 +238,7 @@ def all_charts(rows: Rows) -> list[Chart]:
         return _lines(key, title, rows, keys(rows), ylabel)
 
     out = [validity(rows), line("win"), line("returns"), regret(rows), heldout(rows), line("loss"), line("eval"),
-           time_per_phase(rows), line("speed"), memory(rows), line("archive")]  # fmt: skip
+           time_per_phase(rows), line("speed"), reuse(rows), memory(rows), line("archive")]  # fmt: skip
     return [Chart(c.key, c.title, _scope(c.svg, c.key)) for c in out if c is not None]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from spade.memory import EnvRecord, HistoryPoint
 from spade.report_charts import Chart
+from spade.types import plural, status_words
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px;color:#222}
@@ -102,7 +103,7 @@ def _history(points: Sequence[HistoryPoint]) -> str:
     return ", ".join(
         f"step {p.step}: win {p.win_rate:.2f}"
         + (f" / regret {p.regret:+.2f}" if p.regret is not None else "")
-        + f" ({p.plays} plays)"
+        + f" ({plural(p.plays, 'play')})"
         for p in points
     )
 
@@ -174,7 +175,7 @@ def transcript(record: dict[str, Any]) -> str:
         f"seed {record['seed']}",
         "hinted" if record["hinted"] else "no hint",
         f"return {record['return']:+.2f}",
-        record["status"],
+        f"ended: {status_words(record['status'])}",
     ]
     tag_html = "".join(
         f'<span class="tag{" win" if record["success"] and i == 3 else ""}">{escape(str(t))}</span>'

@@ -1,4 +1,5 @@
-"""``spade runs``: the runs under a runs folder with their status, progress, latest metrics and age.
+"""``spade runs``: the runs under a runs folder with their status, progress, mode, backend, latest metrics and
+age.
 
 Status: ``running`` (the pid in the run's ``run.lock`` is alive; a run without a lock file counts as
 running while it wrote something within the stale window), ``finished`` (every configured step is done),
@@ -42,6 +43,8 @@ class RunInfo:
     last: dict[str, float] = field(default_factory=dict)
     """Latest value of each of :data:`SHOWN` the run has logged."""
     note: str = ""
+    backend: str = "?"
+    """The model backend that samples (``model.backend``: hf, vllm, openai, scripted)."""
 
 
 def _activity(run: RunDir) -> float:
@@ -80,7 +83,10 @@ def run_info(root: Path, now: float | None = None) -> RunInfo:
         status = "failed"
     else:  # without a lock file (a run from before locks) recent activity means it is still going
         status = "running" if lock == "absent" and age < stale else "stopped"
-    return RunInfo(run.root.name, run.root, status, done, cfg.steps, label(cfg), age, pid, _last_values(rows))
+    return RunInfo(
+        run.root.name, run.root, status, done, cfg.steps, label(cfg), age, pid, _last_values(rows),
+        backend=cfg.model.backend,
+    )  # fmt: skip
 
 
 def list_runs(runs_dir: Path) -> list[RunInfo]:
@@ -110,15 +116,17 @@ def _age(seconds: float) -> str:
 
 
 def format_runs(infos: list[RunInfo]) -> str:
-    """A table with a header: name, status, step, mode, age, latest metrics."""
-    header = ("RUN", "STATUS", "STEP", "MODE", "AGE", "WIN", "WIN+HINT", "VALID", "REGRET")
+    """A table with a header: name, status, step, mode, backend, age, latest metrics."""
+    header = ("RUN", "STATUS", "STEP", "MODE", "BACKEND", "AGE", "WIN", "WIN+HINT", "VALID", "REGRET")
     lines: list[tuple[str, ...]] = [header]
     for i in infos:
         vals = [i.last.get(k) for k in SHOWN]
         cells = ["–" if v is None else f"{v:+.2f}" if k.endswith("regret_mean") else f"{v:.2f}"
                  for k, v in zip(SHOWN, vals, strict=True)]  # fmt: skip
         status = i.status + (f" (pid {i.pid})" if i.pid else "")
-        lines.append((i.name, status, f"{i.steps_done}/{i.steps_total}", i.mode, _age(i.age_s), *cells))
+        lines.append(
+            (i.name, status, f"{i.steps_done}/{i.steps_total}", i.mode, i.backend, _age(i.age_s), *cells)
+        )
     widths = [max(len(row[c]) for row in lines) for c in range(len(header))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in lines

@@ -20,7 +20,7 @@ from spade.design import DesignOutcome
 from spade.memory import Memory
 from spade.regret import estimate_regret
 from spade.rollout import prompt_reuse, status_counts
-from spade.types import PlayStatus, TrainSample, Trajectory, TurnTokens
+from spade.types import PlayStatus, TrainSample, Trajectory, TurnTokens, plural
 
 
 def score_agent(
@@ -69,6 +69,25 @@ def agent_samples(t: Trajectory, advantage: float) -> list[TrainSample]:
         for p in parts
         if any(p.mask_T)
     ]
+
+
+def update_line(step: int, n_agent: int, n_designer: int | None, row: Mapping[str, Any]) -> str:
+    """The progress line before a step's update: its samples by role, the designer's only where the mode
+    trains one (``n_designer`` None: an agent-only mode), and why there are no agent samples when there are
+    none (``row``: the step's metrics so far)."""
+    roles = plural(n_agent, "agent sample")
+    if n_designer is not None:
+        roles = f"{n_agent} agent + {plural(n_designer, 'designer sample')}"
+    if n_agent:
+        return f"step {step}: update on {roles}"
+    why = (
+        "every environment's plays returned the same, so they hold no learning signal"
+        if row.get("agent/constant_group_share") == 1.0
+        else "no play sampled a token to train on"
+    )
+    if n_designer:
+        return f"step {step}: update on {roles} (no agent sample: {why})"
+    return f"step {step}: no update ({roles}): {why}"
 
 
 def constant_share(env_ids_N: Sequence[str], drop_N: Sequence[bool]) -> float:

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from spade.types import plural
+
 Played = tuple[str, int, float, int]
 """An environment's unhinted plays at one step: (env id, step, win rate, plays)."""
 
@@ -52,8 +54,7 @@ def _matched_wins(
     for s in steps:
         mine = [p for p in plays if p[0] in both and p[1] in s]
         rates.append(sum(p[2] * p[3] for p in mine) / max(1, sum(p[3] for p in mine)))
-    envs = f"{len(both)} environment{'s' if len(both) > 1 else ''}"
-    return f"; on the {envs} played in both thirds {_fmt(rates[0])} -> {_fmt(rates[1])}"
+    return f"; on the {plural(len(both), 'environment')} played in both thirds {_fmt(rates[0])} -> {_fmt(rates[1])}"
 
 
 def _constant_groups(rows: Sequence[dict[str, Any]]) -> str:
@@ -98,7 +99,7 @@ def _designer_line(rows: Sequence[dict[str, Any]]) -> str:
     kept = [int(r.get("designer/samples_kept", 0)) for r in credited]
     return (
         f"  designer: {valid}/{designs} designs valid ({_fmt(valid / designs if designs else None)}) over "
-        f"{len(regen)} regenerations; samples trained per regeneration {kept or 'none'}; "
+        f"{plural(len(regen), 'regeneration')}; samples trained per regeneration {kept or 'none'}; "
         f"mean regret {_fmt(_mean(credited, 'designer/regret_mean'), '+.3f')} "
         f"({sum(int(r.get('designer/regret_measured', 0)) for r in credited)} environments measured"
         + _regret_range(credited)
@@ -126,7 +127,7 @@ def run_summary(
         else ""
     )
     return [
-        f"Summary of {len(rows)} steps:",
+        f"Summary of {plural(len(rows), 'step')}:",
         *([_designer_line(rows)] if selfplay else []),
         f"  agent: win rate {_fmt(_mean(first, 'agent/win_rate'))} in the first third -> "
         f"{_fmt(_mean(last, 'agent/win_rate'))} in the last third"

@@ -25,10 +25,10 @@ from spade.evals.intrain import TrainEval
 from spade.modes import Mode, Regeneration
 from spade.resume import Progress, Resumed, check_start, fresh, open_run, restore, save_checkpoint
 from spade.rundir import RunDir
-from spade.scoring import remember, score_agent
+from spade.scoring import remember, score_agent, update_line
 from spade.state import LoopState
 from spade.training import distributed, follow_run, sft
-from spade.types import PlayStatus, TrainSample, Trajectory
+from spade.types import PlayStatus, TrainSample, Trajectory, plural
 
 
 class PolicyFailedError(SpadeError):
@@ -195,7 +195,7 @@ async def run_step(
     )
     row.update(designer_metrics)
 
-    progress(f"step {step}: update on {len(agent_samples)} agent + {len(designer_samples)} designer samples")
+    progress(update_line(step, len(agent_samples), len(designer_samples) if mode.designs else None, row))
     t0 = time.perf_counter()
     row.update(_update(c, agent_samples + designer_samples))
     row["time/update_s"] = time.perf_counter() - t0
@@ -235,7 +235,7 @@ async def _play(
     row: dict[str, Any],
 ) -> list[Trajectory]:
     """Play the current environments (new ones with their hinted arm too), then constant groups again."""
-    progress(f"step {state.step}: play {len(state.current)} environments")
+    progress(f"step {state.step}: play {plural(len(state.current), 'environment')}")
     t0, engine = time.perf_counter(), policy_metrics(c.policy)
     levels = mode.difficulty(state)
     hints = regen.hints(cfg.rollout.hint_plays_per_env) if regen is not None else {}

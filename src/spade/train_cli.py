@@ -295,13 +295,14 @@ def _train(
     *,
     console: Console,
 ) -> RunDir:
-    """Train with progress lines on ``console``; the first line after the run exists says where the engine
-    log is (:meth:`spade.console.Console.settle` moves a fresh run's log into it)."""
+    """Train with progress lines on ``console``; the first line after the engine wrote to its log (once the
+    run exists: :meth:`spade.console.Console.settle` moves a fresh run's log into it) says where the log is.
+    An engine that writes nothing (the scripted backend) gets no such line: its empty log is dropped."""
     told = [console.log is None]
     with ticking(console.out) as ticker:
 
         def progress(line: str) -> None:
-            if not told[0] and console.settle():
+            if not told[0] and console.settle() and console.kept_log() is not None:
                 told[0] = True
                 ticker.line(f"engine output goes to {console.log} (--verbose shows it here)")
             ticker.line(line)

@@ -156,6 +156,33 @@ class PlayStatus(enum.Enum):
     """The policy failed to produce a reply."""
 
 
+STATUS_WORDS: dict[str, str] = {
+    PlayStatus.TERMINATED.value: "the environment ended it (a win or a loss)",
+    PlayStatus.TRUNCATED.value: "the environment's own turn limit ran out",
+    PlayStatus.TURN_BUDGET.value: "the agent's turn budget ran out (play.max_turns)",
+    PlayStatus.CONTEXT_BUDGET.value: "the context budget ran out (play.context_tokens)",
+    PlayStatus.LENGTH.value: "a reply was cut at the per-turn token budget (play.turn_tokens)",
+    PlayStatus.ENV_ERROR.value: "the environment failed (it crashed, hung or returned a bad value)",
+    PlayStatus.MODEL_ERROR.value: "the model produced no reply",
+    "unfinished": "the scripted solution ran out of actions before the environment ended it",
+    "no_solution": "the environment defines no solution() to play",
+}
+"""How an episode ended, in words: every :class:`PlayStatus`, and the two outcomes only the scripted solver
+of ``spade eval envs --solver`` has. What a person reads (``spade play``, eval records, the report) shows
+these; metrics and file fields keep the codes."""
+
+
+def plural(n: int, word: str) -> str:
+    """``1 turn``, ``2 turns``: the count and its noun, as every line a person reads writes them."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def status_words(status: PlayStatus | str) -> str:
+    """The words of a status or its code (an unknown code as it is: a record written by a newer version)."""
+    code = status.value if isinstance(status, PlayStatus) else status
+    return STATUS_WORDS.get(code, code)
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     """One agent turn: what it saw, what it said, what the environment did."""

@@ -53,7 +53,9 @@ class CorpusConfig:
     """Grounding documents."""
 
     path: str = ""
-    """JSONL, Parquet or a folder of .txt files; empty for the shipped Wikipedia summaries."""
+    """A JSONL file (a string ``orig_doc`` or ``text`` per line, optional ``title``), Parquet/Arrow with such a
+    column, a .txt/.md file or a folder of these; empty for the shipped Wikipedia summaries (docs/running.md,
+    The grounding corpus)."""
     enabled: bool = True
     """Ground each design on a corpus document (off: designs from the skill alone)."""
 

@@ -31,7 +31,7 @@ from spade.rollout import reset_options
 from spade.rundir import RunDir
 from spade.seeds import derive_rng
 from spade.skills import skills_for
-from spade.types import EnvSource, Policy, SamplingParams
+from spade.types import EnvSource, Policy, SamplingParams, plural
 
 if TYPE_CHECKING:
     from spade.components import Components
@@ -107,7 +107,7 @@ class DesignPhase:
         for attempt in range(d.attempts):
             if todo and attempt:
                 self.progress(
-                    f"step {step}: design {_count(todo, 'rejected slot')} again ({attempt + 1} of {d.attempts})"
+                    f"step {step}: design {plural(len(todo), 'rejected slot')} again ({attempt + 1} of {d.attempts})"
                 )
             todo = await self._attempt(todo, rng, step, tried=tried) if todo else todo
         outcomes, hint_stats = await self._hint(tried.outcomes, step)
@@ -140,7 +140,7 @@ class DesignPhase:
             self.policy, requests, params, doc_tokens=d.doc_tokens, example_chars=d.example_code_chars
         )
         t0 = time.perf_counter()
-        self.progress(f"step {step}: check {_count(designs, 'design')} ({_extract_failures(designs)})")
+        self.progress(f"step {step}: check {plural(len(designs), 'design')} ({_extract_failures(designs)})")
         reports = await self.checks.check(designs, step, first=first)
         tried.check_s += time.perf_counter() - t0
         failed = []
@@ -178,7 +178,7 @@ class DesignPhase:
         hint."""
         accepted = [o.env_id for o in outcomes if o.valid]
         then = "; write their hints" if accepted else ""
-        self.progress(f"step {step}: {len(accepted)} of {_count(outcomes, 'design')} accepted{then}")
+        self.progress(f"step {step}: {len(accepted)} of {plural(len(outcomes), 'design')} accepted{then}")
         by_env, metrics = await self.hinter.hint_envs(accepted, step)
         updated = []
         for o in outcomes:
@@ -242,10 +242,6 @@ def build(cfg: TrainConfig, c: Components) -> DesignPhase:
         novelty=Fingerprints(c.runner, seeds, cfg.play.difficulty) if seeds > 0 else None,
         progress=c.progress,
     )  # fmt: skip
-
-
-def _count(items: Sequence[Any], noun: str) -> str:
-    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
 
 
 def _extract_failures(designs: Sequence[Design]) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from spade.config import EvalOptions
 from spade.errors import SpadeError
-from spade.types import Policy
+from spade.types import Policy, plural
 
 __all__ = [
     "EVAL_SEED_BASE",
@@ -83,11 +83,6 @@ class Workload:
     def total(self) -> int:
         """Episodes in all."""
         return self.items * self.episodes
-
-
-def plural(n: int, word: str) -> str:
-    """``1 task``, ``2 tasks``."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 class Suite(Protocol):

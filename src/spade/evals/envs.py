@@ -34,7 +34,7 @@ from spade.memory import EnvStatus, Memory
 from spade.rewards import episode_return, is_success
 from spade.rollout import PlayJob, run_jobs
 from spade.sandbox import EnvRunner, Sandbox, SandboxError
-from spade.types import Policy, Trajectory
+from spade.types import Policy, Trajectory, status_words
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +223,7 @@ async def _steps(env: Any, actions: Sequence[str]) -> tuple[list[float], bool]:
 
 def _result(suite: str, item: EnvItem, episodes: list[dict[str, Any]]) -> ItemResult:
     errors = sum(1 for e in episodes if e["status"] in ("env_error", "model_error", "no_solution"))
+    episodes = [{**e, "ended": status_words(e["status"])} for e in episodes]  # the code's words, for people
     return ItemResult(
         suite=suite,
         item_id=item.item_id,
