@@ -78,7 +78,9 @@ def seed_findings(
     fatal = share < min_share - 1e-9
     if distinct > 1 and not fatal:
         return [], stats
-    verdict = f"below the required {min_share:.0%}" if fatal else f"accepted at {min_share:.0%}"
+    verdict = (
+        f"below the required {min_share:.0%}" if fatal else f"accepted: the required share is {min_share:.0%}"
+    )
     msg = (
         f"{seeds} tested seeds gave {distinct} distinct instance{'s' if distinct > 1 else ''} (a share of "
         f"{share:.0%}, {verdict}): the agent can "
