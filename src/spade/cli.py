@@ -21,7 +21,7 @@ from spade.play import Solver
 USAGE = """usage: spade COMMAND [options]
 
 commands:
-  check   validate environment files (or model replies) in the sandbox; non-zero exit if any is rejected
+  check   validate environment files, folders of them or model replies in the sandbox; non-zero exit if any is rejected
   envs    list the registered seed environments
   eval    evaluate a policy on held-out suites (envs, reasoning_gym, math, bfcl, code)
   compare compare runs or evaluation results item by item, with confidence intervals
@@ -76,11 +76,13 @@ class CheckArgs:
     """Run the validation ladder on environment files in the sandbox and report per file.
 
     Each FILE holds environment code (native or official format) or a model reply with a fenced code
-    block. The exit status is 0 when every file passes, 1 when any is rejected, 2 on unreadable files.
+    block; a folder stands for its files (the official layout games/*.py and tools/*.py, else its *.py
+    files). The exit status is 0 when every file passes, 1 when any is rejected, 2 on unreadable files or a
+    folder without environment files.
     """
 
     files: Annotated[tuple[str, ...], tyro.conf.Positional]
-    """Environment files to check."""
+    """Environment files, or folders of them, to check."""
     json: bool = False
     """Print one JSON object per file and line instead of the human-readable report."""
     jobs: int = 2

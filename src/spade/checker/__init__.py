@@ -1,7 +1,7 @@
 """Validation ladder for environment sources: named checks that return typed findings (SPEC §5).
 
 ``Checker(config, win).check(source, sandbox)`` (or ``check_env(source, sandbox, config)``) climbs the rungs
-parse → static → load → determinism → steps → termination → tools → feasibility → turns → exploit and
+parse → static → load → determinism → steps → termination → tools → feasibility → reuse → turns → exploit and
 stops after the first rung with a fatal finding. Every finding has a :class:`FindingCode`, a severity and a
 message that says what is wrong, the likely cause and the fix (a model reply's code is taken out by
 :func:`spade.replies.extract_code`); ``check_files`` is the ``spade check`` command.

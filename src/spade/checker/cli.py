@@ -1,4 +1,5 @@
-"""``spade check FILE...``: run the validation ladder on files in the sandbox and report per file."""
+"""``spade check PATH...``: run the validation ladder on files (and the files of folders) in the sandbox and
+report per file."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from spade.checker.ladder import check_env
 from spade.checker.novelty import Fingerprints, Novelty
 from spade.checker.static import parse
 from spade.config import CheckerConfig, WinRule
+from spade.envs import env_files
 from spade.memory import MemoryStoreError, archive_sources
 from spade.sandbox import Limits, Sandbox, SandboxError
 from spade.sandbox.api import EnvRunner
@@ -80,19 +82,25 @@ def check_files(
 ) -> int:
     """Check every file in the sandbox, ``jobs`` files at a time, and print a report per file.
 
-    Files may hold environment code or a model reply with a fenced code block. With ``as_json`` each file
+    A folder in ``paths`` stands for its environment files (:func:`spade.envs.env_files`: the official
+    layout ``games/*.py`` and ``tools/*.py``, else its ``*.py`` files), as in ``spade eval envs``. Files may
+    hold environment code or a model reply with a fenced code block. With ``as_json`` each file
     prints one JSON object per line (``{"path": ..., "report": {...}}`` or ``{"path": ..., "error": ...}``).
     ``difficulty`` resets every instance at that level (None: each environment's default). With ``against``
     (a run directory), each accepted file's novelty against that run's archive is reported too (the
     ``novelty`` key in JSON).
 
     Returns:
-        The exit code: 0 when every file passes, 1 when any is rejected, 2 when a file cannot be read or the
-        sandbox cannot start.
+        The exit code: 0 when every file passes, 1 when any is rejected, 2 when a file cannot be read, a
+        folder holds no environment file or the sandbox cannot start.
     """
     out = out or sys.stdout
     cfg = config or CheckerConfig()
-    files = [Path(p) for p in paths]
+    try:
+        files = [f for p in paths for f in env_files(Path(p))]
+    except ValueError as exc:
+        print(f"spade check: {exc}", file=sys.stderr)
+        return 2
     own = runner is None
     try:
         sandbox = runner if runner is not None else Sandbox(Limits()).start()

@@ -9,7 +9,7 @@ from spade.checker.failures import first_failure
 from spade.checker.findings import Finding, FindingCode, Stage, finding
 
 
-def _difference(a: Episode, b: Episode) -> str:
+def difference(a: Episode, b: Episode) -> str:
     """Where two runs of the same seed and actions first differ."""
     if a.first_obs != b.first_obs:
         return "reset(seed) returned different observations"
@@ -38,7 +38,7 @@ def determinism_findings(pairs: Sequence[tuple[Episode, Episode]]) -> list[Findi
     for a, b in pairs:
         if a.trace() != b.trace():
             msg = (
-                f"seed {a.seed} played twice with the same actions: {_difference(a, b)}. Likely cause: "
+                f"seed {a.seed} played twice with the same actions: {difference(a, b)}. Likely cause: "
                 "randomness outside self.rng (the global random module, set iteration order, time, id()) or "
                 "state shared between instances. Fix: draw everything from self.rng seeded in reset."
             )
@@ -46,20 +46,49 @@ def determinism_findings(pairs: Sequence[tuple[Episode, Episode]]) -> list[Findi
     return []
 
 
-def seed_findings(firsts: Sequence[Episode], solved: Sequence[Episode]) -> list[Finding]:
-    """SEED_IGNORED when every seed gave the same instance: identical play under the same actions and
-    identical scripted solutions (hidden state that random play never reveals still shows in solutions)."""
-    usable = [e for e in firsts if e.failure is None]
-    solutions = {repr(e.solution) for e in solved if e.solution is not None}
-    if len(usable) < 2 or len({e.trace() for e in usable}) > 1 or len(solutions) > 1:
-        return []
-    seeds = ", ".join(str(e.seed) for e in usable)
-    msg = (
-        f"seeds {seeds} all gave the same instance. Likely cause: the instance is fixed, or built from a "
-        "global RNG that reset does not seed. Fix: build the instance from self.rng in reset so each seed "
-        "gives a different game."
+def distinct_share(firsts: Sequence[Episode], solved: Sequence[Episode]) -> tuple[float, int, int] | None:
+    """The share of tested seeds that gave distinct instances, with the distinct count and the seeds behind
+    it; None when neither sample has two seeds.
+
+    Two samples each give a lower bound (different evidence proves different instances, identical evidence
+    does not prove the same one): ``firsts``, played with the same actions on each seed, compared whole
+    (observations, rewards, ``solution()``), and ``solved``, compared by ``solution()`` (hidden state that
+    random play never reveals still shows in solutions). The larger share counts.
+    """
+    usable = [e.trace() for e in firsts if e.failure is None]
+    solutions = [repr(e.solution) for e in solved if e.solution is not None]
+    samples = [(len(set(keys)), len(keys)) for keys in (usable, solutions) if len(keys) >= 2]
+    if not samples:
+        return None
+    distinct, seeds = max(samples, key=lambda s: s[0] / s[1])
+    return distinct / seeds, distinct, seeds
+
+
+def seed_findings(
+    firsts: Sequence[Episode], solved: Sequence[Episode], min_share: float = 0.0
+) -> tuple[list[Finding], dict[str, float]]:
+    """SEED_IGNORED when every seed gave the same instance (a warning) or when the share of seeds that gave
+    distinct instances (:func:`distinct_share`) is below ``min_share`` (``checker.min_distinct_instances``:
+    fatal); the share as ``distinct_instance_share``."""
+    measured = distinct_share(firsts, solved)
+    if measured is None:
+        return [], {}
+    share, distinct, seeds = measured
+    stats = {"distinct_instance_share": share}
+    fatal = share < min_share - 1e-9
+    if distinct > 1 and not fatal:
+        return [], stats
+    verdict = (
+        f"below the required {min_share:.0%}" if fatal else f"accepted: the required share is {min_share:.0%}"
     )
-    return [finding(FindingCode.SEED_IGNORED, "exploit", msg)]
+    msg = (
+        f"{seeds} tested seeds gave {distinct} distinct instance{'s' if distinct > 1 else ''} (a share of "
+        f"{share:.0%}, {verdict}): the agent can "
+        "memorise one script, so regret measured on it says nothing about reasoning. Likely cause: the "
+        "instance is fixed, or built from a global RNG that reset does not seed. Fix: build the instance from "
+        "self.rng in reset so each seed gives a different game."
+    )
+    return [finding(FindingCode.SEED_IGNORED, "exploit", msg, "fatal" if fatal else "warning")], stats
 
 
 def reward_findings(

@@ -1,7 +1,7 @@
 """Playing probe episodes in a runner and recording what happened (the checks are pure functions of these).
 
-One fresh instance per episode: instances are single-use, and a failure is recorded (not raised), so a
-later rung can still judge what an earlier episode saw.
+One fresh instance per episode (only the reuse rung plays a series of episodes on one instance), and a failure
+is recorded (not raised), so a later rung can still judge what an earlier episode saw.
 """
 
 from __future__ import annotations
@@ -155,35 +155,51 @@ class Prober:
                 episodes = list(pool.map(self._play, jobs))
         return [self._keep(ep) for ep in episodes]
 
+    def play_series(self, jobs: Sequence[Job]) -> list[Episode]:
+        """Play ``jobs`` one after the other on one instance, each after its own ``reset(seed)``, as servers
+        and trainers that reuse an instance do; stops after the first episode that failed."""
+        return [self._keep(ep) for ep in self._series(jobs)]
+
     def _play(self, job: Job) -> Episode:
-        label, seed, policy = job.label, job.seed, job.policy
+        return self._series([job])[0]
+
+    def _series(self, jobs: Sequence[Job]) -> list[Episode]:
         try:
             instance = self.runner.open(self.source, filename=self.filename)
         except SandboxError as exc:
-            return Episode(label, seed, failure=Failure.of(exc, "load"))
+            return [Episode(jobs[0].label, jobs[0].seed, failure=Failure.of(exc, "load"))]
+        episodes: list[Episode] = []
         with instance:
-            meta = instance.meta
-            obs, phase = "", "reset"
-            tools: tuple[dict[str, Any], ...] = ()
-            solution: list[str] | str | None = None
-            try:
-                obs, _ = self._reset(instance, seed)
-                if job.want_tools:
-                    phase = "tools"
-                    tools = tuple(instance.tools())
-                if job.solve is not None or job.peek_solution:
-                    phase = "solution"
-                    try:
-                        solution = instance.solution()
-                    except NotImplementedError:
-                        if job.solve is not None:
-                            return Episode(label, seed, obs, tools=tools, meta=meta)
-                    if job.solve is not None and solution is not None:
-                        policy = _script(job.solve(solution))
-            except SandboxError as exc:
-                return Episode(label, seed, obs, failure=Failure.of(exc, phase), tools=tools, meta=meta)
-            ep = Episode(label, seed, obs, solution=solution, tools=tools, meta=meta)
-            return self._steps(instance, ep, policy, job.max_steps)
+            for job in jobs:
+                episodes.append(self._episode(instance, job))
+                if episodes[-1].failure is not None:
+                    break
+        return episodes
+
+    def _episode(self, instance: Any, job: Job) -> Episode:
+        label, seed, policy = job.label, job.seed, job.policy
+        meta = instance.meta
+        obs, phase = "", "reset"
+        tools: tuple[dict[str, Any], ...] = ()
+        solution: list[str] | str | None = None
+        try:
+            obs, _ = self._reset(instance, seed)
+            if job.want_tools:
+                phase = "tools"
+                tools = tuple(instance.tools())
+            if job.solve is not None or job.peek_solution:
+                phase = "solution"
+                try:
+                    solution = instance.solution()
+                except NotImplementedError:
+                    if job.solve is not None:
+                        return Episode(label, seed, obs, tools=tools, meta=meta)
+                if job.solve is not None and solution is not None:
+                    policy = _script(job.solve(solution))
+        except SandboxError as exc:
+            return Episode(label, seed, obs, failure=Failure.of(exc, phase), tools=tools, meta=meta)
+        ep = Episode(label, seed, obs, solution=solution, tools=tools, meta=meta)
+        return self._steps(instance, ep, policy, job.max_steps)
 
     def call_tools(
         self, seed: int, calls: Sequence[tuple[str, dict[str, Any]]]

@@ -11,6 +11,7 @@ from spade.checker.episodes import Episode, rate
 from spade.checker.failures import first_failure
 from spade.checker.findings import Finding, FindingCode, finding
 from spade.checker.probes import Policy
+from spade.checker.rates import interval_text, undecided
 from spade.envs.official import PLAN_MARKER
 from spade.replies import all_boxed, normalised_answer, prose_actions, tagged_actions
 
@@ -236,10 +237,13 @@ _EXPLOIT_CHECKS = (
 
 
 def exploit_findings(
-    groups: dict[str, list[Episode]], *, won: Won, max_success: float, min_wins: int
+    groups: dict[str, list[Episode]], *, won: Won, max_success: float, min_wins: int, confidence: float = 0.99
 ) -> tuple[list[Finding], dict[str, float]]:
     """EXPLOITABLE_* when one probe policy wins more than ``max_success`` of its episodes, and at least
-    ``min_wins`` of them (``checker.exploit_max_success``, ``checker.exploit_min_wins``).
+    ``min_wins`` of them (``checker.exploit_max_success``, ``checker.exploit_min_wins``); the message gives
+    the estimate and its ``confidence`` Wilson interval (``checker.exploit_confidence``). The ladder has
+    played random play and number guessing on until their interval cleared the limit or reached the cap
+    (:func:`spade.checker.rates.top_up`), so the estimate decides only near the limit.
 
     ``groups`` maps a policy to its episodes: ``constant``, the degenerate kinds (``empty``, ``enumerate``,
     ``long``, ``format``), ``random``, ``guess`` (random numbers in the range the first observation shows)
@@ -255,9 +259,13 @@ def exploit_findings(
     for group, code, what in _EXPLOIT_CHECKS:
         if win.get(group) and rate(win[group]) > limit and sum(win[group]) >= min_wins:
             winner = next(e for e in groups[group] if won(e))
+            wins, played = sum(win[group]), len(win[group])
+            close = " (the interval holds the limit: the estimate decided)" if undecided(
+                wins, played, limit, confidence) else ""  # fmt: skip
             msg = (
-                f"{what} won {sum(win[group])} of {len(win[group])} episodes (limit {limit:.0%}); e.g. "
-                f"{winner.policy} play on seed {winner.seed} won with {winner.steps[-1].action[:60]!r}. "
+                f"{what} won {wins} of {played} episodes ({interval_text(wins, played, confidence)}; limit "
+                f"{limit:.0%}){close}; e.g. {winner.policy} play on seed {winner.seed} won with "
+                f"{winner.steps[-1].action[:60]!r}. "
                 "Likely cause: the win check accepts answers it should not (substring tests, empty input, "
                 "default values) or the answer space is tiny. Fix: compare the parsed answer exactly with "
                 "the hidden one and make guessing unlikely to win."

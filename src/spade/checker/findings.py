@@ -22,6 +22,7 @@ Stage = Literal[
     "termination",
     "tools",
     "feasibility",
+    "reuse",
     "turns",
     "exploit",
     "review",
@@ -78,7 +79,13 @@ class FindingCode(enum.Enum):
     NONDETERMINISTIC = "NONDETERMINISTIC"
     """The same seed and actions gave different observations, rewards or flags."""
     SEED_IGNORED = "SEED_IGNORED"
-    """Different seeds gave identical instances: the seed has no effect."""
+    """Different seeds gave identical instances: the seed has no effect. A warning, fatal when the share of
+    tested seeds giving distinct instances is below ``CheckerConfig.min_distinct_instances`` (as in the paper
+    presets)."""
+    STALE_RESET = "STALE_RESET"
+    """``reset(seed)`` on an instance that already played an episode gave another first observation or another
+    play of the solution than a fresh instance of that seed: episode state survives reset (exported servers
+    and trainers reuse one instance across episodes)."""
     STEP_TYPE = "STEP_TYPE"
     """``step`` did not return ``(str, float, bool, bool, dict)`` or returned an oversized/unsafe value."""
     STEP_CRASH = "STEP_CRASH"
@@ -216,7 +223,8 @@ class CheckReport:
 
     ``timings_s`` maps each stage that ran to its wall time; ``stats`` holds rates and counts such as
     ``solution_win_rate``, ``min_turns`` (the fewest replies a won episode took), ``random_win_rate``,
-    ``guess_win_rate``, ``degenerate_win_rate``, ``constant_win_rate``, ``episodes`` and ``steps``.
+    ``guess_win_rate``, ``degenerate_win_rate``, ``constant_win_rate``, ``distinct_instance_share`` (the share of
+    tested seeds that gave distinct instances), ``episodes`` and ``steps``.
     ``seed`` reproduces the run's probe actions and seeds.
     """
 

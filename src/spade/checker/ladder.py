@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from spade.checker import dynamic, feasibility, probes, tooling, turns
+from spade.checker import dynamic, feasibility, probes, rates, reuse, tooling, turns
 from spade.checker.episodes import Episode, Job, Prober
 from spade.checker.failures import failure_finding, first_failure
 from spade.checker.findings import CheckReport, Finding, FindingCode, Stage, finding
@@ -225,6 +225,18 @@ def _feasibility(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
     return found, replace(ev, solved=solved, hinted=tuple(hinted)).with_stats(stats)
 
 
+def _reuse(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
+    plan = reuse.plan(
+        ev.solved,
+        ctx.seed,
+        tool_names=ev.tool_names,
+        script_cap=_SCRIPT_CAP,
+        random_cap=ctx.cfg.termination_turns,
+    )
+    series = ev.play.play_series(plan.series)
+    return reuse.reuse_findings(series, ev.play.play_all(plan.fresh)), ev
+
+
 def _turns(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
     winners = [e for e in (*ev.solved, *ev.hinted) if ctx.won(e)]
     crossed = ev.play.play_all(turns.cross_jobs(winners)) if turns.min_turns(winners) == 1 else []
@@ -272,17 +284,37 @@ def _exploit(ctx: _Context, ev: Evidence) -> tuple[list[Finding], Evidence]:
     copied = groups.pop("copy-slot", [])
     for group, ep in _confirm(ctx, ev, groups):
         groups[group].append(ep)
+    for group in ("random",) if ev.tool_env else ("random", "guess"):  # the rate-judged probes
+        groups[group] = _top_up(ctx, ev, group, groups.get(group, []))
     played = [e for g in groups.values() for e in g]
     broken = first_failure(played, "exploit") or dynamic.reward_findings(played, ctx.reward_range, "exploit")
     if broken:
         return broken, ev
     found, stats = feasibility.exploit_findings(
-        groups, won=ctx.won, max_success=cfg.exploit_max_success, min_wins=cfg.exploit_min_wins
-    )
+        groups, won=ctx.won, max_success=cfg.exploit_max_success, min_wins=cfg.exploit_min_wins,
+        confidence=cfg.exploit_confidence,
+    )  # fmt: skip
     if slot is not None and copied:
         found += feasibility.leak_findings(slot, copied[0], ctx.won)
-    found += dynamic.seed_findings([a for a, _ in ev.pairs], list(ev.solved))
-    return found, ev.with_stats(stats)
+    seeds, share = dynamic.seed_findings([a for a, _ in ev.pairs], ev.solved, cfg.min_distinct_instances)
+    return found + seeds, ev.with_stats(stats | share)
+
+
+def _top_up(ctx: _Context, ev: Evidence, group: str, episodes: list[Episode]) -> list[Episode]:
+    """Random play or number guessing (``group``) played on while its win rate's interval holds the limit."""
+    cfg = ctx.cfg
+
+    def more(n: int) -> list[Episode]:
+        def policy() -> Policy:
+            rng = random.Random(ctx.seed())
+            return probes.number_guess(rng) if group == "guess" else RandomActions(rng, list(ev.tool_names))
+
+        return ev.play.play_all([Job(group, ctx.seed(), policy(), cfg.termination_turns) for _ in range(n)])
+
+    return rates.top_up(
+        episodes, more, won=ctx.won, limit=cfg.exploit_max_success, confidence=cfg.exploit_confidence,
+        cap=cfg.exploit_max_episodes, batch=cfg.guess_episodes,
+    )  # fmt: skip
 
 
 def _confirm(ctx: _Context, ev: Evidence, groups: dict[str, list[Episode]]) -> list[tuple[str, Episode]]:
@@ -307,7 +339,8 @@ def _confirm(ctx: _Context, ev: Evidence, groups: dict[str, list[Episode]]) -> l
 
 RUNGS: tuple[tuple[Stage, Rung], ...] = (
     ("parse", _parse), ("static", _static), ("load", _load), ("determinism", _determinism), ("steps", _steps),
-    ("termination", _termination), ("tools", _tools), ("feasibility", _feasibility), ("turns", _turns),
+    ("termination", _termination), ("tools", _tools), ("feasibility", _feasibility), ("reuse", _reuse),
+    ("turns", _turns),
     ("exploit", _exploit),
 )  # fmt: skip
 """The ladder: each rung checks the evidence so far and returns its findings and the evidence it added."""

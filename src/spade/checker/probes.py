@@ -167,7 +167,10 @@ def degenerate(kind: str, rng: random.Random, cfg_long_chars: int, tool_env: boo
 def number_guess(rng: random.Random, max_span: int = 1000) -> Policy:
     """Guess ``\\boxed{n}`` each turn, ``n`` drawn at random from the whole numbers between the smallest and
     the largest number the first observation shows (at most ``max_span`` above the smallest), ignoring all
-    feedback: it wins often only where the answer space is tiny for the turn budget."""
+    feedback: it wins often only where the answer space is tiny for the turn budget. No number is guessed
+    twice before every number of the range was (a repeat only wastes a turn, and a guesser that ignores
+    higher or lower still remembers what it tried): 8 guesses in 1-30 win 8/30 of the games."""
+    todo: list[int] = []
     span: list[int] = []
 
     def act(observation: str, turn: int) -> str:
@@ -175,7 +178,10 @@ def number_guess(rng: random.Random, max_span: int = 1000) -> Policy:
             numbers = [int(t) for t in _INTEGER.findall(observation)] or [0, 10]
             low = min(numbers)
             span.extend((low, min(max(numbers), low + max_span)))
-        return f"\\boxed{{{rng.randint(span[0], span[1])}}}"
+        if not todo:
+            todo.extend(range(span[0], span[1] + 1))
+            rng.shuffle(todo)
+        return f"\\boxed{{{todo.pop()}}}"
 
     return act
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spade.config.errors import require
+
 
 @dataclass(frozen=True, slots=True)
 class CheckerConfig:
@@ -24,6 +26,16 @@ class CheckerConfig:
     win rate can sit a few points under the limit."""
     exploit_max_success: float = 0.2
     """Degenerate policies may win at most this fraction of episodes."""
+    exploit_confidence: float = 0.99
+    """Confidence of the Wilson score interval around the win rate of random play and of number guessing.
+    While the interval holds ``exploit_max_success``, more episodes are played (batches of
+    ``guess_episodes``, up to ``exploit_max_episodes``), so that a file's verdict does not depend on the
+    check's seed: with the defaults, a file whose true rate is under 17% or over 24% gets the same verdict
+    for at least 99 check seeds in 100 (docs/architecture.md, "The validation ladder")."""
+    exploit_max_episodes: int = 1024
+    """Most episodes random play or number guessing plays while its interval holds the limit; at the cap
+    the estimate decides. Only a rate near the limit gets this far (a fair game's guessing is decided by
+    the first ``guess_episodes``)."""
     exploit_min_wins: int = 2
     """A probe policy is only an exploit after at least this many wins (one win can be luck)."""
     exploit_confirm_episodes: int = 3
@@ -62,7 +74,28 @@ class CheckerConfig:
     """Reject a one-reply game (ONE_REPLY_GAME: the solution wins with one reply and a wrong first reply ends
     the episode, so the agent never acts on feedback) instead of warning about it. The method's
     environments are multi-turn."""
+    min_distinct_instances: float = 0.0
+    """Least share of the tested seeds that must give distinct instances, below which SEED_IGNORED is fatal.
+    The share is the larger of two lower bounds: distinct plays among the ``determinism_seeds`` seeds
+    (the same random actions on each, ``solution()`` read) and distinct ``solution()`` values among the
+    ``feasibility_seeds`` seeds. Every seed giving the same instance is always reported (a warning at
+    least): an agent can memorise one script, so regret measured on it says nothing about reasoning. 0.0
+    by default, so that a hand-written puzzle with one instance can still be checked and played; the paper
+    presets set 0.5, which with 3 determinism seeds rejects a game whose every seed gives the same
+    instance (a share of 1/3) but not one where two seeds of a small instance space coincide (2/3)."""
     novelty_seeds: int = 2
     """Seeds of the behaviour fingerprint (observations and rewards of the scripted solution and of seeded
     random play) from which a design's novelty against the archive is measured; 0: not measured in training
     (``spade check --against`` plays at least one seed)."""
+
+    def validate(self) -> None:
+        """Checks of the thresholds that decide a verdict."""
+        require(0.0 <= self.min_distinct_instances <= 1.0, "checker.min_distinct_instances must be in [0, 1]")
+        require(
+            0.5 <= self.exploit_confidence < 1.0,
+            f"checker.exploit_confidence must be in [0.5, 1), e.g. 0.99 (got {self.exploit_confidence})",
+        )
+        require(
+            self.exploit_max_episodes >= self.guess_episodes,
+            "checker.exploit_max_episodes must be >= checker.guess_episodes (the first batch)",
+        )

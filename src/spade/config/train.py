@@ -85,6 +85,7 @@ def validate(cfg: TrainConfig) -> None:
     cfg.trainer.validate()
     cfg.reward.validate()
     cfg.memory.validate()
+    cfg.checker.validate()
     _across_sections(cfg)
     cfg.model.validate()
     cfg.transcripts.validate()

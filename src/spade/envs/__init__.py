@@ -103,4 +103,17 @@ def make(name: str, **kwargs: Any) -> TextEnv:
     return spec(name).factory(**kwargs)
 
 
-__all__ = ["EnvSpec", "TextEnv", "ToolEnv", "make", "names", "register", "spec"]
+def env_files(path: Path) -> list[Path]:
+    """The environment files ``path`` names: itself when it is not a folder; in a folder, the official pool
+    layout (``games/*.py`` then ``tools/*.py``) or else its own ``*.py`` files, those starting with ``_``
+    aside. Raises ValueError for a folder that holds none."""
+    if not path.is_dir():
+        return [path]
+    files = sorted((path / "games").glob("*.py")) + sorted((path / "tools").glob("*.py"))
+    files = files or sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+    if not files:
+        raise ValueError(f"no environment files (*.py, games/*.py or tools/*.py) in folder {path}")
+    return files
+
+
+__all__ = ["EnvSpec", "TextEnv", "ToolEnv", "env_files", "make", "names", "register", "spec"]

@@ -61,13 +61,10 @@ def _skill_of(source: str) -> str:
 
 
 def _files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    files = sorted((path / "games").glob("*.py")) + sorted((path / "tools").glob("*.py"))
-    files = files or sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
-    if not files:
-        raise EvalError(f"no environment files (*.py or games/*.py) in folder {path}")
-    return files
+    try:
+        return registry.env_files(path)
+    except ValueError as exc:
+        raise EvalError(str(exc)) from None
 
 
 def archive_items(run: Path) -> list[EnvItem]:
