@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from spade import envs
+from spade.envs import rule_variants
 
 PREFIX = "variants:"
 """How ``spade eval envs --tasks`` names a family."""
@@ -42,12 +44,57 @@ def with_levels(source: str, level: tuple[int, int, int]) -> str:
     return source[: seed_levels.start()] + table + source[seed_levels.end() :]
 
 
-FAMILIES = {"combination_lock": lock_levels}
+LOCK_RULE_SIZES = ((1, 12), (2, 10), (3, 8))
+"""(dials, top) at which every lock rule set is played: held-out sizes a guessing player wins now and then
+(1 dial) to rarely (3 dials)."""
+
+
+def lock_sizes() -> list[tuple[str, str]]:
+    """(name, source) of the seed lock at every size of :func:`lock_levels` (``variants:combination_lock``)."""
+    source = envs.spec("combination_lock").source()
+    return [(f"combination_lock_d{d}_t{t}", with_levels(source, (d, t, n))) for d, t, n in lock_levels()]
+
+
+def lock_rules() -> list[tuple[str, str]]:
+    """(name, source) of every lock rule set (:func:`rule_variants.lock_rule_sets`) at every size of
+    :data:`LOCK_RULE_SIZES`: 93 games named ``combination_lock_d{dials}_t{top}_{tags}``."""
+    source = envs.spec("combination_lock").source()
+    out = []
+    for d, t in LOCK_RULE_SIZES:
+        sized = with_levels(source, (d, t, d * math.ceil(math.log2(t + 1))))
+        for rules in rule_variants.lock_rule_sets():
+            tags = "_".join(r.tag for r in rules)
+            out.append((f"combination_lock_d{d}_t{t}_{tags}", rule_variants.lock_apply(sized, rules)))
+    return out
+
+
+def sequences_rules() -> list[tuple[str, str]]:
+    """(name, source) of every sequences variant (one rule, 4 or 6 terms shown, 1-3 asked): 60 games named
+    ``sequences_{rule}_s{shown}_a{asked}``."""
+    source = envs.spec("sequences").source()
+    return [
+        (f"sequences_{rule}_s{shown}_a{asked}", rule_variants.sequence_source(source, rule, shown, asked))
+        for rule, shown, asked in rule_variants.sequence_variants()
+    ]
+
+
+def heldout() -> list[tuple[str, str]]:
+    """The held-out family (``variants:heldout``): the lock's sizes, the lock's rule variants and the
+    sequences variants, 179 games."""
+    return lock_sizes() + lock_rules() + sequences_rules()
+
+
+FAMILIES: dict[str, Callable[[], list[tuple[str, str]]]] = {
+    "combination_lock": lock_sizes,
+    "lock_rules": lock_rules,
+    "sequences": sequences_rules,
+    "heldout": heldout,
+}
+"""Family name (``variants:NAME``) -> its (variant name, source) list."""
 
 
 def family(name: str) -> list[tuple[str, str]]:
-    """(variant name, source) of every variant of seed game ``name``; KeyError names the known families."""
+    """(variant name, source) of every variant of family ``name``; KeyError names the known families."""
     if name not in FAMILIES:
         raise KeyError(f"no variants of {name!r}; families: {', '.join(FAMILIES)}")
-    source = envs.spec(name).source()
-    return [(f"{name}_d{d}_t{t}", with_levels(source, (d, t, n))) for d, t, n in FAMILIES[name]()]
+    return FAMILIES[name]()
