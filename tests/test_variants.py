@@ -48,7 +48,9 @@ def test_no_heldout_game_is_a_training_level_of_its_seed() -> None:
         if name.startswith("combination_lock"):
             assert not set(module.LEVELS) & set(lock.LEVELS), name
         else:
-            levels = {(tuple(r.__name__ for r in rules), shown, spare) for rules, shown, spare in module.LEVELS}
+            levels = {
+                (tuple(r.__name__ for r in rules), shown, spare) for rules, shown, spare in module.LEVELS
+            }
             assert not levels & seq_levels, name
             assert len(levels) == 1
 
@@ -65,14 +67,17 @@ def test_every_heldout_game_loads_in_the_sandbox_and_its_solution_wins() -> None
 
 def test_lock_rules_change_what_the_game_says_and_accepts() -> None:
     seed = _play("combination_lock_d1_t12", 3, ["0", "12"])
-    assert "higher or lower" in seed[0] and "from 1 to 12" in seed[0]
+    assert "higher or lower" in seed[0]
+    assert "from 1 to 12" in seed[0]
     too = _play("combination_lock_d1_t12_too", 3, ["1", "12"])
     assert "too low or too high" in too[0]
     assert too[1].startswith("1 is too low for dial 1") or "right" in too[1]
     updown = _play("combination_lock_d1_t12_updown_norange", 3, ["1"])
-    assert "go up on dial 1" in updown[1] and "from" not in updown[1]  # the range is no longer said
+    assert "go up on dial 1" in updown[1]
+    assert "from" not in updown[1]  # the range is no longer said
     above = _play("combination_lock_d2_t10_above_reverse", 5, ["1"])
-    assert "Dial 2 of 2" in above[0] and "Dial 2's number is above 1" in above[1]
+    assert "Dial 2 of 2" in above[0]
+    assert "Dial 2's number is above 1" in above[1]
     for seed_n in range(20):  # 0-based: the numbers are 0..top-1, and a 0 is a guess like any other
         env = exec_module(SOURCES["combination_lock_d3_t8_base0"]).ENV()
         env.reset(seed=seed_n)
@@ -85,7 +90,8 @@ def test_lock_rules_change_what_the_game_says_and_accepts() -> None:
 def test_sequences_variants_ask_for_their_own_number_of_terms_of_one_rule() -> None:
     env = exec_module(SOURCES["sequences_arithmetic_s4_a1"]).ENV()
     first, _ = env.reset(seed=1)
-    assert first.split("\n")[1].count(",") == 4 and "You need 1 more terms" in first  # 4 shown, then ?
+    assert first.split("\n")[1].count(",") == 4  # 4 terms shown, then ?
+    assert "You need 1 more terms" in first
     moves = env.solution()
     assert len(moves) == 1
     _, reward, done, _, _ = env.step(moves[0])
