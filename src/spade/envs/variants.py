@@ -1,4 +1,4 @@
-"""Held-out variants of a seed game: its rules as written, its level table replaced by a level it never had.
+"""Held-out variants of seed games: a level table replaced by a level the seed never had, or rules rewritten.
 
 A family of games whose rules a policy trained on the seed game knows, at sizes it never played: the held-out
 suite on which training on that game (and on designs edited from it) should show, item by item. Select one
@@ -8,6 +8,11 @@ with ``spade eval envs --tasks variants:combination_lock``.
 budget binary search needs in the worst case (``dials × ⌈log2(top + 1)⌉``, the rule the seed's levels
 follow), except the seed's own levels: 26 games, from a single dial of 6 (a policy that guesses wins some)
 to four dials of 24.
+
+``lock_rules``: the lock under every combination of other rules (:mod:`spade.envs.rule_variants`: other words
+for its answers, numbers from 0, dials from the last, no range said) at 1 dial of 12, 2 of 10 and 3 of 8: 93
+games. ``sequences``: the sequences game with one of its rules alone, 4 or 6 terms shown and 1-3 asked: 60
+games. ``heldout``: all three, 179 games (``spade eval envs --tasks variants:heldout``).
 """
 
 from __future__ import annotations
