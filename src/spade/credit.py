@@ -13,12 +13,13 @@ Everything is a frozen record or a pure function; the loop keeps the buffer in i
 from __future__ import annotations
 
 import math
+import random
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from spade.config.types import RateMeasure
+from spade.config.types import DesignerReward, RateMeasure
 from spade.regret import RegretEstimate
 from spade.rewards import DesignInputs, designer_reward, ema_update, invalid_env_reward
 
@@ -166,3 +167,38 @@ def lp_update(due: Sequence[DueCredit], cfg: RewardConfig, lp_ema: Mapping[str, 
     for skill, rates in by_skill.items():
         new_ema[skill] = ema_update(lp_ema.get(skill, 0.0), math.fsum(rates) / len(rates), cfg.lp_ema)
     return new_ema
+
+
+def spurious_rewards(
+    rewards: Sequence[float], regens: Sequence[int], source: DesignerReward, seed: int
+) -> tuple[float, ...]:
+    """The rewards the designer is trained on under ``designer.reward=source`` (the spurious-reward control).
+
+    ``rewards[i]`` is sample ``i``'s own reward and ``regens[i]`` the step of the regeneration that designed it.
+    'regret' returns the rewards unchanged. 'shuffled' permutes each regeneration's rewards among its samples
+    by a permutation that moves at least two of them (a regeneration of one sample keeps its reward): the same
+    multiset of rewards, unrelated to the designs. 'random' draws each one uniformly between its
+    regeneration's lowest and highest reward. The draws depend only on ``seed``, the regeneration and the
+    rewards' order, so a run and its resume credit the same values.
+    """
+    if len(rewards) != len(regens):
+        raise ValueError(f"{len(rewards)} rewards for {len(regens)} regeneration steps")
+    if source == "regret":
+        return tuple(rewards)
+    out = list(rewards)
+    for regen in dict.fromkeys(regens):
+        where = [i for i, r in enumerate(regens) if r == regen]
+        mine = [rewards[i] for i in where]
+        rng = random.Random(f"{seed}/{regen}/designer-reward/{source}")
+        drawn = [rng.uniform(min(mine), max(mine)) for _ in mine] if source == "random" else _moved(mine, rng)
+        for i, value in zip(where, drawn, strict=True):
+            out[i] = value
+    return tuple(out)
+
+
+def _moved(values: Sequence[float], rng: random.Random) -> list[float]:
+    """``values`` in a uniformly drawn order other than their own (their own when there is one value)."""
+    order = list(range(len(values)))
+    while len(values) > 1 and order == sorted(order):
+        rng.shuffle(order)
+    return [values[i] for i in order]

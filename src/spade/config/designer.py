@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from spade.config.errors import require
-from spade.config.types import Difficulty, Setting
+from spade.config.types import DesignerReward, Difficulty, Setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,12 @@ class DesignerConfig:
     """Train the designer role. False is the paper's no-designer-training ablation: the designer still
     designs (and its environments are checked, hinted, played and credited for the metrics), but its samples
     never enter the update."""
+    reward: DesignerReward = "regret"
+    """What the designer's samples are credited: 'regret', each its own reward (``reward.variant``);
+    'shuffled', the spurious-reward control: the rewards of each regeneration's samples permuted among them
+    (a seeded permutation that moves them: the same rewards, unrelated to the designs); 'random', uniform draws
+    between the regeneration's lowest and highest reward. Either control is the same under the run's seed, on
+    resume too."""
     tool_contract: Literal["single", "multi_turn"] = "single"
     """tool_use setting: 'single' asks for one task checked by the final answer; 'multi_turn' asks for the
     authors' contract (3-5 atomic user instructions revealed one at a time, one state criterion each, final
@@ -92,6 +98,11 @@ class DesignerConfig:
         require(self.attempts >= 1, f"designer.attempts must be >= 1 (1: no retry; got {self.attempts})")
         require(0.0 <= self.edit_fraction <= 1.0, "designer.edit_fraction must be in [0, 1]")
         require(self.skills_per_regen >= 1, "designer.skills_per_regen must be >= 1")
+        require(
+            self.train or self.reward == "regret",
+            f"designer.reward={self.reward!r} changes what the designer is trained on, and designer.train is off: "
+            "drop one of --designer.no-train and --designer.reward",
+        )
         require(
             self.tool_contract == "single" or self.setting == "tool_use",
             "designer.tool_contract='multi_turn' applies to tool-use environments: set designer.setting=tool_use",

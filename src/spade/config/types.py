@@ -31,6 +31,10 @@ RateMeasure = Literal["wins", "mean_return"]
 RegretMethod = Literal["control_variate", "paired", "difference_of_means"]
 """How regret is estimated from the hinted and unhinted plays (see :mod:`spade.regret`)."""
 
+DesignerReward = Literal["regret", "shuffled", "random"]
+"""What the designer is trained on: its samples' own rewards, the rewards of its regeneration shuffled among
+its samples, or uniform draws in their range (see :func:`spade.credit.spurious_rewards`)."""
+
 LPBaseline = Literal["before", "updated"]
 """What the learning_potential reward measures a window rate against: the skill's slow EMA before this batch
 moves it, or after (the released order)."""

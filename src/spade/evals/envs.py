@@ -113,8 +113,7 @@ def _variant_items(game: str) -> list[EnvItem]:
         found = variants.family(game)
     except KeyError as exc:
         raise EvalError(f"{variants.PREFIX}{game}: {exc.args[0]}") from None
-    skill = registry.spec(game).skill
-    return [EnvItem(name, source, skill, f"{variants.PREFIX}{game}") for name, source in found]
+    return [EnvItem(name, source, _skill_of(source), f"{variants.PREFIX}{game}") for name, source in found]
 
 
 def play_config(opts: EvalOptions) -> PlayConfig:

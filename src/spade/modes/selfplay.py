@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from spade import credit as cr
 from spade import preflight, stopping
 from spade.components import Components
 from spade.config import TrainConfig
 from spade.config.errors import require
+from spade.config.types import DesignerReward
 from spade.credit import EnvStats
 from spade.design import DesignOutcome
 from spade.memory import EnvStatus, Memory
@@ -25,6 +26,9 @@ from spade.modes.registry import register
 from spade.scoring import pending, score_designer
 from spade.state import LoopState
 from spade.types import TrainSample
+
+SPURIOUS = get_args(DesignerReward)
+"""``designer/reward_spurious`` is the index of ``designer.reward`` here: 0 regret, 1 shuffled, 2 random."""
 
 
 class SelfPlay(Mode):
@@ -99,8 +103,15 @@ class SelfPlay(Mode):
         if not due:
             return [], {}
         rewards, state.lp_ema = cr.credit_rewards(due, cfg.reward, state.lp_ema)
+        # the one place designer credit is assigned: the spurious-reward control replaces it here
+        regens = [d.entry.created_step for d in due]
+        credited = cr.spurious_rewards(rewards, regens, cfg.designer.reward, cfg.seed)
         assert c.design is not None
-        return score_designer(cfg, due, rewards, n_agent, c.design.samples.load)
+        samples, metrics = score_designer(cfg, due, credited, n_agent, c.design.samples.load)
+        metrics["designer/reward_spurious"] = float(SPURIOUS.index(cfg.designer.reward))
+        if cfg.designer.reward != "regret":
+            metrics["designer/reward_real_mean"] = sum(rewards) / len(rewards)
+        return samples, metrics
 
     def metrics(self, cfg: TrainConfig, memory: Memory) -> dict[str, float]:
         """None of its own (the archive's are every mode's)."""
