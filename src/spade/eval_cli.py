@@ -214,8 +214,7 @@ def _source(args: EvalArgs) -> Any:
 def run_eval(argv: Sequence[str]) -> int:
     """``spade eval``: returns the exit status (0, or 2 on bad input; a stop request exits 128 + signal)."""
     args = tyro.cli(EvalArgs, args=list(argv), prog="spade eval")
-    from spade.evals import report  # noqa: PLC0415 - subcommands import what they need
-    from spade.evals.runner import SuiteRequest  # noqa: PLC0415
+    from spade.evals.runner import SuiteRequest  # noqa: PLC0415 - subcommands import what they need
 
     try:
         if args.list_tasks:
@@ -259,7 +258,14 @@ def run_eval(argv: Sequence[str]) -> int:
         print(f"engine output: {log} (--verbose shows it here)", file=sys.stderr)
     if reports is None:
         return _print_comparisons(_compare(folders), as_json=args.json)
-    if args.json:
+    return _print_reports(reports, as_json=args.json)
+
+
+def _print_reports(reports: Sequence[SuiteReport], *, as_json: bool) -> int:
+    """Print the results on stdout: the table and its footer, or one JSON object per suite."""
+    from spade.evals import report  # noqa: PLC0415 - subcommands import what they need
+
+    if as_json:
         for r in reports:
             print(json.dumps(r.to_dict(), sort_keys=True))
     else:

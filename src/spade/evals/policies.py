@@ -154,7 +154,8 @@ async def probe_rate(policy: Policy, in_flight: int, tokens: int = PROBE_TOKENS)
 
     One batch of ``in_flight`` short greedy requests, timed (prefill included): a few seconds on a CPU, so an
     evaluation can say what it will roughly cost before its first round is done. Greedy and seeded, so the
-    backend's own sampling stream (the evaluation's draws) is left as it was. None when the policy cannot say (every reply failed or was empty).
+    backend's own sampling stream (the evaluation's draws) is left as it was. None when the policy cannot
+    say (every reply failed or was empty).
     """
     prompt = policy.template.render([{"role": "user", "content": PROBE_PROMPT}], add_generation_prompt=True)
     started = time.perf_counter()

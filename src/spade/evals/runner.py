@@ -206,12 +206,7 @@ def evaluate(
     if not reqs:
         raise EvalError("name at least one suite (e.g. reasoning_gym, math, envs)")
     source = policy if policy is not None else PolicySource()
-    if isinstance(source, PolicySource) and source.kind == "solver":
-        wrong = [r.name for r in reqs if r.name != "envs"]
-        if wrong:
-            raise EvalError(
-                f"the scripted solver only plays environments: drop {', '.join(wrong)} or use a model"
-            )
+    _check_solver(source, reqs)
     suites = prepare(reqs)
     if out is not None:
         check_writable(out, overwrite=overwrite)
@@ -228,6 +223,16 @@ def evaluate(
             out, results_summary(reports, source), {r.name: r.items for r in reports}, overwrite=overwrite
         )
     return reports
+
+
+def _check_solver(source: PolicySource | Policy, reqs: Sequence[SuiteRequest]) -> None:
+    """Raise EvalError when the scripted solver is asked for a suite other than envs."""
+    if isinstance(source, PolicySource) and source.kind == "solver":
+        wrong = [r.name for r in reqs if r.name != "envs"]
+        if wrong:
+            raise EvalError(
+                f"the scripted solver only plays environments: drop {', '.join(wrong)} or use a model"
+            )
 
 
 def _named(spec: str, base: EvalOptions) -> tuple[str, EvalOptions]:
