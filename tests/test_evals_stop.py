@@ -148,6 +148,17 @@ def test_the_engine_output_goes_to_a_log_and_stdout_holds_the_results_only(tmp_p
     assert f"engine output: {out / 'engine.log'} (--verbose shows it here)" in done.stderr
 
 
+@pytest.mark.parametrize("verbose", [[], ["--verbose"]])
+def test_stdout_holds_the_results_only_with_or_without_verbose(tmp_path: Path, verbose: list[str]) -> None:
+    """Reasoning-Gym's bf generator prints a "." per item it builds: those went to stdout, before the JSON."""
+    cmd = [*EVAL, "reasoning_gym:bf", "--limit", "2", "--model.backend", "scripted", "--json", *verbose,
+           "--out", str(tmp_path / "r")]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    assert json.loads(line)["suite"] == "reasoning_gym"
+
+
 def test_the_envs_footer_shows_the_turn_budget_the_environments_were_played_with() -> None:
     def footer(opts: EvalOptions) -> str:
         return report.footer([SuiteReport("envs", opts, summarise("envs", []), [], 1.0, 0.5)])

@@ -8,8 +8,9 @@ play`` do (:func:`spade.console.output_to`), so that stdout holds the results on
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, redirect_stdout, suppress
 from pathlib import Path
 
 from spade import stopping
@@ -28,17 +29,14 @@ def engine_output(out: Path, *, verbose: bool) -> Iterator[Console]:
     ends, it moves into the results folder (``out/engine.log``) if the folder was written; otherwise (a
     failure) it stays beside it as ``<out name>.engine.log`` when it holds anything, and is removed when the
     block ended on a stop request or the engine wrote nothing (with the folders made for it). ``Console.log``
-    says where it ended up. ``verbose``: nothing is redirected.
+    says where it ended up. ``verbose``: nothing is redirected (Python's own ``print`` goes to stderr).
     """
     log = out.parent / f".{out.name}.{ENGINE_LOG}"
     made = [p for p in (log.parent, *log.parent.parents) if not p.exists()]
-    try:
-        if verbose:
-            raise OSError("not redirected")
-        log.parent.mkdir(parents=True, exist_ok=True)
-        log.touch()
-    except OSError:  # --verbose, or the folder cannot be written (the results would fail the same way)
-        with output_to(None) as console:
+    if verbose or not _start(log):  # a folder that cannot be written: the results would fail the same way
+        # Nothing is redirected, but what Python code prints (a package's "." per generated item) goes to
+        # stderr: stdout holds the results only.
+        with output_to(None) as console, redirect_stdout(sys.stderr):
             yield console
         return
     keep = True
@@ -53,6 +51,16 @@ def engine_output(out: Path, *, verbose: bool) -> Iterator[Console]:
         for folder in () if console.log else reversed(made):
             with suppress(OSError):  # not empty: it stays
                 folder.rmdir()
+
+
+def _start(log: Path) -> bool:
+    """Create the (empty) log and its folders; whether that worked."""
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.touch()
+    except OSError:
+        return False
+    return True
 
 
 def _place_log(log: Path, out: Path, *, keep: bool) -> Path | None:
