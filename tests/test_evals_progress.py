@@ -135,7 +135,8 @@ def test_a_rough_estimate_from_the_engine_probe_comes_first_and_says_it_is_rough
     log = ProgressLog("math", work, lines.append, clock=clock, prior=prior)
     assert lines[1] == (
         "math: rough estimate ~1 min 22 s in all (8 rounds × up to 1024 tokens at 100 tokens/s (engine probe, "
-        "32 in flight); replies that end early take less); measured once 32 episodes are done"
+        "32 in flight): generation only, long prompts add to it, short replies take less); measured once 32 "
+        "episodes are done"
     )
     clock.now += 30.0
     log(0, 256)

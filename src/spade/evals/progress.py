@@ -7,8 +7,9 @@ Estimates, in the order they come:
 - **Rough, up front** (:class:`Estimate`, from the runner's probe of the engine: a batch of ``in_flight``
   short requests timed before the suite runs, :func:`spade.evals.policies.probe_rate`): the rounds the
   episodes run in (``ceil(total / in_flight)``) × the tokens an episode may generate
-  (:func:`episode_tokens`: every reply at its budget) ÷ the probed tokens per second. An upper bound more
-  than a forecast: replies that end early make the suite faster.
+  (:func:`episode_tokens`: every reply at its budget) ÷ the probed tokens per second. Generation time only:
+  replies that end early make the suite faster, while long prompts (a multi-turn episode's growing context)
+  and the environments' own time make it slower, so it can be several times off either way; it says so.
 - **Measured, after a round**: once ``in_flight`` episodes are done, the mean wall time per finished episode
   so far × the total. A batching engine's first round is not like the rest (its episodes start together,
   the short ones finish first), so the estimate is called rough until :data:`FIRM_ROUNDS` rounds' worth (or
@@ -127,8 +128,9 @@ class ProgressLog:
         write(header(name, workload))
         if prior is not None:
             write(
-                f"{name}: rough estimate ~{duration(prior.seconds)} in all ({prior.how}; replies that end early "
-                f"take less); measured once {plural(self._round(), 'episode')} are done"
+                f"{name}: rough estimate ~{duration(prior.seconds)} in all ({prior.how}: generation only, "
+                f"long prompts add to it, short replies take less); measured once "
+                f"{plural(self._round(), 'episode')} are done"
             )
 
     def __call__(self, done: int, total: int) -> None:
