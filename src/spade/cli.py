@@ -16,6 +16,7 @@ import tyro
 import spade
 from spade.console import finish_note, run_output
 from spade.errors import SpadeError
+from spade.evals.registry import SUITES
 from spade.play import Solver
 
 USAGE = """usage: spade COMMAND [options]
@@ -23,7 +24,7 @@ USAGE = """usage: spade COMMAND [options]
 commands:
   check   validate environment files, folders of them or model replies in the sandbox; non-zero exit if any is rejected
   envs    list the registered seed environments
-  eval    evaluate a policy on held-out suites (envs, reasoning_gym, math, bfcl, code)
+  eval    evaluate a policy on held-out suites ({suites})
   compare compare runs or evaluation results item by item, with confidence intervals
   play    play an environment (registry name or file): you, its scripted solution, or a run's trained model
   train   run SPADE self-play training (--preset cpu-tiny|paper, --resume RUN_DIR)
@@ -32,7 +33,9 @@ commands:
   report  write a self-contained HTML report of a run (curves, archive, rejected designs, episodes)
   export  export a run's valid environments as a dataset folder and a released-pool folder
 
-`spade COMMAND --help` describes a command's options; `spade --version` prints the version."""
+`spade COMMAND --help` describes a command's options; `spade --version` prints the version.""".format(
+    suites=", ".join(SUITES)
+)
 
 
 @dataclass(frozen=True)

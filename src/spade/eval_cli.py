@@ -2,6 +2,13 @@
 
 Bad input (unknown suite, task or preset, a run without a policy, a missing package, a server that is down,
 an existing output folder) prints one line saying what to do and exits with status 2; nothing is written.
+
+Ctrl-C (SIGINT) or SIGTERM stops an evaluation in every phase (loading the model, generating, scoring): the
+engines end their batch at the next decode step (:mod:`spade.stopping`, as in training), and whatever still
+runs :data:`STOP_GRACE_S` seconds later is ended by force; a second signal ends the process at once. Either
+way the process exits with ``128 + signal`` (130 for Ctrl-C) after ``spade eval: stopped by SIGINT; nothing
+was written``. The model engine's own output (vLLM's and transformers' logs, loading bars, warnings) goes to
+``<out>/engine.log`` instead of the terminal, unless ``--verbose``.
 """
 
 from __future__ import annotations
@@ -10,25 +17,34 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import tyro
 from rich import progress as rp
-from rich.console import Console
+from rich.console import Console as RichConsole
 
+from spade import stopping
 from spade.config import EvalOptions, EvalSettings, ModelConfig
+from spade.console import Console, failure_note
 from spade.evals.base import EvalError, Progress, Workload
+from spade.evals.engine_log import engine_output
 from spade.evals.registry import DATA_SUITES, SUITES
 
 if TYPE_CHECKING:
     from spade.evals.compare import Comparison
-    from spade.evals.runner import ProgressFactory
+    from spade.evals.progress import Estimate
+    from spade.evals.runner import ProgressFactory, SuiteReport
+
+STOP_GRACE_S = 2.0
+"""Seconds a stopped evaluation may take to end by itself before it is ended by force (SPADE_STOP_GRACE_S
+overrides it). Nothing is written until the end, so there is nothing to save: a stop is quick in every phase."""
 
 
 # The scoring options (--episodes, --limit, ...) and their defaults are EvalSettings', as in training's
@@ -78,6 +94,9 @@ class EvalArgs(EvalSettings):
     """Print one JSON object per suite as the last lines of stdout instead of the table."""
     list_tasks: bool = False
     """List the Reasoning-Gym tasks with their category and exit."""
+    verbose: bool = False
+    """Show the model engine's own output (its logs, loading bars, warnings) here instead of writing it to
+    <out>/engine.log."""
 
 
 @dataclass(frozen=True)
@@ -131,11 +150,13 @@ def _check(args: EvalArgs) -> None:
 
 
 @contextmanager
-def _progress(terminal: bool) -> Iterator[ProgressFactory]:
-    """Per-suite progress on stderr: the count up front and a measured estimate after the first episode,
-    then a bar on a terminal, or plain lines (every 10% of the episodes or 30 s) for a log."""
-    if not terminal:
-        yield lambda name, work: _log(name, work, lambda line: print(line, file=sys.stderr, flush=True), True)
+def _progress(err: TextIO) -> Iterator[ProgressFactory]:
+    """Per-suite progress on ``err`` (the terminal's stderr): the count and a rough estimate up front, then a
+    bar on a terminal, or plain lines (every 10% of the episodes or 30 s) for a log."""
+    if not _isatty(err):
+        yield lambda name, work, prior: _log(
+            name, work, prior, lambda line: print(line, file=err, flush=True), True
+        )
         return
     bar = rp.Progress(
         rp.TextColumn("{task.description}"),
@@ -144,12 +165,14 @@ def _progress(terminal: bool) -> Iterator[ProgressFactory]:
         rp.TextColumn("episodes"),
         rp.TimeElapsedColumn(),
         rp.TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=RichConsole(file=err),
     )
 
-    def factory(name: str, work: Workload | None) -> Progress:
+    def factory(name: str, work: Workload | None, prior: Estimate | None) -> Progress:
         task = bar.add_task(name, total=work.total if work else None)
-        log = _log(name, work, lambda line: bar.console.print(line, markup=False, highlight=False), False)
+        log = _log(
+            name, work, prior, lambda line: bar.console.print(line, markup=False, highlight=False), False
+        )
 
         def update(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
@@ -161,10 +184,21 @@ def _progress(terminal: bool) -> Iterator[ProgressFactory]:
         yield factory
 
 
-def _log(name: str, work: Workload | None, write: Callable[[str], None], periodic: bool) -> Progress:
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _log(
+    name: str, work: Workload | None, prior: Estimate | None, write: Callable[[str], None], periodic: bool
+) -> Progress:
     from spade.evals.progress import ProgressLog  # noqa: PLC0415
 
-    return ProgressLog(name, work, write, periodic=periodic) if work else (lambda done, total: None)
+    if work is None:
+        return lambda done, total: None
+    return ProgressLog(name, work, write, periodic=periodic, prior=prior)
 
 
 def _source(args: EvalArgs) -> Any:
@@ -178,10 +212,9 @@ def _source(args: EvalArgs) -> Any:
 
 
 def run_eval(argv: Sequence[str]) -> int:
-    """``spade eval``: returns the exit status (0, or 2 on bad input)."""
+    """``spade eval``: returns the exit status (0, or 2 on bad input; a stop request exits 128 + signal)."""
     args = tyro.cli(EvalArgs, args=list(argv), prog="spade eval")
-    from spade.evals import report  # noqa: PLC0415 - subcommands import what they need
-    from spade.evals.runner import SuiteRequest, evaluate  # noqa: PLC0415
+    from spade.evals.runner import SuiteRequest  # noqa: PLC0415 - subcommands import what they need
 
     try:
         if args.list_tasks:
@@ -193,27 +226,84 @@ def run_eval(argv: Sequence[str]) -> int:
         requests = [
             SuiteRequest(*_suite_options(s, opts, args)) for s in suite_selections(args.suites, opts.tasks)
         ]
-        out = args.out or Path("eval-results") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        with _progress(sys.stderr.isatty()) as bars:
-            if len(args.run) > 1:
-                folders = _eval_runs(args, requests, out, bars)
-                print(f"results: {', '.join(map(str, folders))}", file=sys.stderr)
-                return _print_comparisons(_compare(folders), as_json=args.json)
-            reports = evaluate(requests, _source(args), out=out, overwrite=args.overwrite, progress=bars)
     except EvalError as exc:
         print(f"spade eval: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("\nspade eval: interrupted; nothing was written", file=sys.stderr)
+    except KeyboardInterrupt:  # before the stop handlers are in place
+        print("\nspade eval: stopped by SIGINT; nothing was written", file=sys.stderr)
         return 130
-    print(f"results: {out}", file=sys.stderr)
-    if args.json:
+    out = args.out or Path("eval-results") / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    console: Console | None = None
+    try:
+        with (
+            engine_output(out, verbose=args.verbose) as console,
+            stopping.handle_signals(
+                "Nothing was written.",
+                grace_s=_grace_s(),
+                on_forced_exit=_dropper(console),
+                console=console.err,
+            ),
+        ):
+            reports, folders = _evaluate(args, requests, out, console.err)
+    except stopping.Interrupted as exc:
+        print(f"spade eval: {exc}; nothing was written", file=sys.stderr)
+        stopping.exit_now(_signal_code(exc.signal_name))  # skip seconds of the engines' interpreter teardown
+    except EvalError as exc:
+        if note := failure_note(console):  # the engine's own last words come first
+            print(note, file=sys.stderr)
+        print(f"spade eval: {exc}", file=sys.stderr)
+        return 2
+    print(f"results: {', '.join(map(str, folders))}", file=sys.stderr)
+    if console is not None and (log := console.kept_log()) is not None:
+        print(f"engine output: {log} (--verbose shows it here)", file=sys.stderr)
+    if reports is None:
+        return _print_comparisons(_compare(folders), as_json=args.json)
+    return _print_reports(reports, as_json=args.json)
+
+
+def _print_reports(reports: Sequence[SuiteReport], *, as_json: bool) -> int:
+    """Print the results on stdout: the table and its footer, or one JSON object per suite."""
+    from spade.evals import report  # noqa: PLC0415 - subcommands import what they need
+
+    if as_json:
         for r in reports:
             print(json.dumps(r.to_dict(), sort_keys=True))
     else:
         report.print_table(report.eval_table(reports))
         print(report.footer(reports))
     return 0
+
+
+def _evaluate(
+    args: EvalArgs, requests: Sequence[Any], out: Path, err: TextIO
+) -> tuple[list[SuiteReport] | None, list[Path]]:
+    """Evaluate with progress on ``err``: the reports (None with several runs) and the results folders."""
+    from spade.evals.runner import evaluate  # noqa: PLC0415
+
+    with _progress(err) as bars:
+        if len(args.run) > 1:
+            return None, _eval_runs(args, requests, out, bars)
+        return evaluate(requests, _source(args), out=out, overwrite=args.overwrite, progress=bars), [out]
+
+
+def _grace_s() -> float:
+    return float(os.environ.get("SPADE_STOP_GRACE_S", STOP_GRACE_S))
+
+
+def _signal_code(name: str) -> int:
+    """128 + the signal's number (130 for SIGINT), as a shell reports a process a signal ended."""
+    return 128 + (int(signal.Signals[name]) if name in ("SIGINT", "SIGTERM") else 2)
+
+
+def _dropper(console: Console) -> Callable[[], None]:
+    """What a forced exit runs: drop the unfinished engine log (nothing was written)."""
+
+    def drop() -> None:
+        if console.log is not None:
+            with suppress(OSError):
+                console.log.unlink()
+
+    return drop
 
 
 def _eval_runs(args: EvalArgs, requests: Sequence[Any], out: Path, bars: ProgressFactory) -> list[Path]:

@@ -144,7 +144,8 @@ def handle_signals(
         if _STOP.is_set():  # second signal: do not wait any longer
             force(code, f"\n{name} again: ending now. {message}")
         request(name)
-        (console or sys.stderr).write(f"\n{name}: stopping (a second {name} ends at once)\n")
+        # The signal may land while a progress line is being written to the same stream: see _write.
+        _write(console or sys.stderr, f"\n{name}: stopping (a second {name} ends at once)\n")
         watchdog = threading.Timer(
             grace_s, force, args=(code, f"still busy {grace_s:g} s after {name}: ending now. {message}")
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,3 +141,27 @@ async def preflight(policy: Policy) -> None:
         raise EvalError(
             f"the policy cannot generate: {reply.error}; check that the model or server is up and reachable"
         )
+
+
+PROBE_TOKENS = 16
+"""Tokens each request of :func:`probe_rate` asks for: enough decode steps to time, few enough to take seconds."""
+PROBE_PROMPT = "Count from 1 to 100, separated by commas."
+"""A prompt whose greedy reply runs past :data:`PROBE_TOKENS` tokens on any model."""
+
+
+async def probe_rate(policy: Policy, in_flight: int, tokens: int = PROBE_TOKENS) -> float | None:
+    """The engine's decode rate with ``in_flight`` sequences at once: tokens per second of each sequence.
+
+    One batch of ``in_flight`` short greedy requests, timed (prefill included): a few seconds on a CPU, so an
+    evaluation can say what it will roughly cost before its first round is done. Greedy and seeded, so the
+    backend's own sampling stream (the evaluation's draws) is left as it was. None when the policy cannot
+    say (every reply failed or was empty).
+    """
+    prompt = policy.template.render([{"role": "user", "content": PROBE_PROMPT}], add_generation_prompt=True)
+    started = time.perf_counter()
+    replies = await policy.sample(
+        [prompt] * max(1, in_flight), SamplingParams(temperature=0.0, max_tokens=tokens, seed=0)
+    )
+    elapsed = time.perf_counter() - started
+    steps = max((len(r.token_ids_T) for r in replies if r.finish_reason != "error"), default=0)
+    return steps / elapsed if steps > 0 and elapsed > 0 else None

@@ -50,10 +50,20 @@ def footer(reports: Sequence[SuiteReport]) -> str:
         o = r.opts
         lines.append(
             f"{r.name}: episodes {o.episodes}, fewshot {o.fewshot}, T {o.temperature}, top_p {o.top_p}, "
-            f"max_tokens {o.max_tokens}, max_turns {o.max_turns}, seed {o.seed}, params {o.params or {}}; "
+            f"max_tokens {o.max_tokens}, {_turns(r)}, seed {o.seed}, params {o.params or {}}; "
             f"{r.time_s:.1f}s, requests in flight {r.in_flight_share:.0%} of the time"
         )
     return "\n".join(lines)
+
+
+def _turns(r: SuiteReport) -> str:
+    """The turn budget the suite played with: the envs suite reads its own (``--param max_turns``, each
+    environment's limit may end an episode sooner), not ``--max-turns`` (the tries of a Q&A item)."""
+    if r.name != "envs":
+        return f"max_turns {r.opts.max_turns}"
+    from spade.evals.envs import play_config  # noqa: PLC0415 - the suite's own reading of its parameters
+
+    return f"max_turns {play_config(r.opts).max_turns} (or the environment's own limit)"
 
 
 def _diff(d: PairedDiff) -> str:

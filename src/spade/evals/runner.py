@@ -4,6 +4,10 @@
 parameters fail before a model is loaded), builds the policy, sends one tiny request (a server that is down
 fails here), runs the suites one after another with every episode of a suite in flight under
 ``opts.concurrency``, and writes the results folder atomically at the end.
+
+A stop request (:mod:`spade.stopping`: SIGINT/SIGTERM under the CLI's handlers) ends :func:`evaluate` with
+:class:`~spade.stopping.Interrupted` wherever it is (after the model loaded, during generation, before the
+results are written: replies cut short would be scored as wrong), and nothing is written.
 """
 
 from __future__ import annotations
@@ -17,18 +21,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from spade import stopping
 from spade.config import EvalOptions, to_dict
 from spade.evals.base import EvalError, ItemResult, Progress, Suite, Workload
-from spade.evals.policies import PolicySource, ScriptedSolver, load_policy, preflight
+from spade.evals.policies import PolicySource, ScriptedSolver, load_policy, preflight, probe_rate
+from spade.evals.progress import Estimate, episode_tokens, rough_estimate
 from spade.evals.registry import check_suite_name, make_suite
 from spade.evals.results import check_writable, write_results
 from spade.evals.stats import SuiteSummary, summarise
 from spade.evals.timing import TimedPolicy
 from spade.types import Policy
 
-ProgressFactory = Callable[[str, Workload | None], Progress]
-"""Given a suite's name and workload (None for a suite that cannot say), the progress callback of that suite;
-called just before the suite runs."""
+ProgressFactory = Callable[[str, Workload | None, Estimate | None], Progress]
+"""Given a suite's name, workload (None for a suite that cannot say) and rough estimate (None without a model
+to probe), the progress callback of that suite; called just before the suite runs."""
 HEARTBEAT_S = 30.0
 """While no episode finishes, the progress callback is called again this often with unchanged counts."""
 
@@ -96,16 +102,20 @@ async def arun(
 ) -> list[SuiteReport]:
     """Run the suites on an already built policy (in-training evaluation calls this).
 
-    ``progress``, when given, is called with each suite's name and :func:`workload` just before it runs; the
+    ``progress``, when given, is called with each suite's name, :func:`workload` and rough estimate (from a
+    probe of the engine, :func:`spade.evals.policies.probe_rate`: a few seconds) just before it runs; the
     callback it returns hears ``(done, total)`` after every episode and every :data:`HEARTBEAT_S` seconds
     while none finishes.
     """
     suites = list(suites) if suites is not None else prepare(requests)
     reports = []
     for request, suite in zip(requests, suites, strict=True):
+        callback = None
+        if progress is not None:
+            work = workload(suite, request.opts)
+            callback = progress(request.name, work, await _estimate(policy, request, work))
         timed = TimedPolicy(policy)
         started = time.perf_counter()
-        callback = progress(request.name, workload(suite, request.opts)) if progress is not None else None
         # The solver is a marker the envs suite recognises, so it is passed on unwrapped.
         sampler = policy if isinstance(policy, ScriptedSolver) else timed
         latest = _Latest(callback)
@@ -117,6 +127,16 @@ async def arun(
             )
         )
     return reports
+
+
+async def _estimate(policy: Policy, request: SuiteRequest, work: Workload | None) -> Estimate | None:
+    """The rough estimate of a suite from a probe of the policy's engine (None for the scripted solver)."""
+    if work is None or isinstance(policy, ScriptedSolver):
+        return None
+    tokens_per_s = await probe_rate(policy, work.in_flight)
+    if tokens_per_s is None:
+        return None
+    return rough_estimate(work, episode_tokens(request.name, request.opts), tokens_per_s)
 
 
 def workload(suite: Suite, opts: EvalOptions) -> Workload | None:
@@ -179,18 +199,14 @@ def evaluate(
 
     Raises:
         EvalError: bad suite, task, parameter, policy or output folder; a policy that cannot generate.
+        spade.stopping.Interrupted: a stop was requested (see the module docstring); nothing is written.
     """
     base = opts or EvalOptions()
     reqs = [r if isinstance(r, SuiteRequest) else SuiteRequest(*_named(r, base)) for r in requests]
     if not reqs:
         raise EvalError("name at least one suite (e.g. reasoning_gym, math, envs)")
     source = policy if policy is not None else PolicySource()
-    if isinstance(source, PolicySource) and source.kind == "solver":
-        wrong = [r.name for r in reqs if r.name != "envs"]
-        if wrong:
-            raise EvalError(
-                f"the scripted solver only plays environments: drop {', '.join(wrong)} or use a model"
-            )
+    _check_solver(source, reqs)
     suites = prepare(reqs)
     if out is not None:
         check_writable(out, overwrite=overwrite)
@@ -199,12 +215,24 @@ def evaluate(
         if isinstance(source, PolicySource)
         else source
     )
-    reports = asyncio.run(_checked_run(built, reqs, suites, progress))
+    stopping.check()  # asked to stop while the model loaded
+    reports = asyncio.run(stopping.run_until_stopped(_checked_run(built, reqs, suites, progress)))
+    stopping.check()  # replies cut short by a stop request would be scored as wrong: write nothing
     if out is not None:
         write_results(
             out, results_summary(reports, source), {r.name: r.items for r in reports}, overwrite=overwrite
         )
     return reports
+
+
+def _check_solver(source: PolicySource | Policy, reqs: Sequence[SuiteRequest]) -> None:
+    """Raise EvalError when the scripted solver is asked for a suite other than envs."""
+    if isinstance(source, PolicySource) and source.kind == "solver":
+        wrong = [r.name for r in reqs if r.name != "envs"]
+        if wrong:
+            raise EvalError(
+                f"the scripted solver only plays environments: drop {', '.join(wrong)} or use a model"
+            )
 
 
 def _named(spec: str, base: EvalOptions) -> tuple[str, EvalOptions]:
