@@ -222,12 +222,13 @@ def test_a_launch_checks_the_engine_and_the_trainers_process_group(monkeypatch: 
 
 @pytest.mark.slow
 def test_a_two_rank_launch_of_spade_train_runs_to_its_end(tiny_dir: Path, tmp_path: Path) -> None:
-    """The smallest real run under the documented CPU launch (hf engine, tiny model, one step): both ranks
-    end, rank 0 with the run's summary and rank 1 once rank 0 released it."""
+    """The smallest real run under the documented CPU launch (hf engine, tiny model, one step of the seed
+    games: the tiny model's 2048 positions hold no design prompt): both ranks end, rank 0 with the run's
+    summary and rank 1 once rank 0 released it."""
     done, seconds = _launch("--model.device", "cpu", "--preset", "cpu-tiny", "--steps", "1", "--model.threads",
                             "1", "--sft.episodes", "0", "--sft.designs", "0", "--sft.hints", "0",
-                            "--model.backend", "hf", "--model.model", str(tiny_dir), "--runs-dir", str(tmp_path),
-                            "--name", "ddp", timeout=900)  # fmt: skip
+                            "--model.backend", "hf", "--model.model", str(tiny_dir), "--mode", "fixed_pool",
+                            "--runs-dir", str(tmp_path), "--name", "ddp", timeout=900)  # fmt: skip
     print(f"launch exit {done.returncode} after {seconds:.1f} s")
     assert done.returncode == 0, done.stderr[-4000:]
     assert f"Run finished: {tmp_path / 'ddp'}" in done.stdout
