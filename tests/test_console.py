@@ -12,7 +12,7 @@ import pytest
 
 from scripted_run import tiny_config
 from spade.config import DesignerConfig
-from spade.console import Ticker
+from spade.console import Ticker, engine_log_name
 from spade.scoring import update_line
 from spade.train import train
 
@@ -166,3 +166,17 @@ def test_the_design_phase_says_as_it_goes_what_it_checks_and_retries(tmp_path: P
     assert phase[1] == f"step 0: design {retried} rejected slot{'s' if retried > 1 else ''} again (2 of 2)"
     assert phase[2].startswith(f"step 0: check {retried} design")
     assert len(phase) == 4
+
+
+def test_each_rank_of_a_launch_logs_to_its_own_engine_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ranks of `accelerate launch` move their log into the same run in the same second: rank 1's must
+    not replace rank 0's."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    leader = engine_log_name(0.0)
+    monkeypatch.setenv("RANK", "1")
+    follower = engine_log_name(0.0)
+    assert leader.startswith("engine-")
+    assert leader.endswith(".log")
+    assert "rank" not in leader
+    assert follower == leader.removesuffix(".log") + "-rank1.log"

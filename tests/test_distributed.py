@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,8 @@ import torch
 from distributed_worker import CFG, record_gradients, samples
 from spade import training
 from spade.backends.scripted import ScriptedTrainer
-from spade.config import ModelConfig, TrainConfig
+from spade.config import CPU_TINY, ModelConfig, TrainConfig
+from spade.rundir import RunDir
 from spade.training import distributed, follow_run, make_trainer
 from spade.training.checkpoint import STATE_FILE, rng_state
 from spade.training.distributed import DistributedError
@@ -154,3 +157,80 @@ def test_format_1_checkpoints_still_load(tiny_dir: Path, tmp_path: Path) -> None
     new.train_step(samples())
     for (name, a), (_, b) in zip(old._trainable(), new._trainable(), strict=True):
         assert torch.equal(a, b), name  # same Adam moments: same next update
+
+
+# -- launches of `spade train`: every one ends ---------------------------------------------------------------
+
+
+def _launch(*args: str, timeout: float) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`accelerate launch --config_file configs/accelerate/ddp.yaml --num_processes 2 -m spade.cli train ARGS`
+    as docs/scaling.md gives it; the finished launcher and its seconds (no speed is asserted)."""
+    command = [sys.executable, "-m", "accelerate.commands.launch",
+               "--config_file", str(ROOT / "configs/accelerate/ddp.yaml"), "--num_processes", "2",
+               "--main_process_port", str(_free_port()), "-m", "spade.cli", "train", *args]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    return done, time.monotonic() - started
+
+
+@pytest.mark.parametrize(
+    ("flags", "refusal"),
+    [
+        (
+            [],
+            "an in-process vllm engine",
+        ),  # the documented CPU launch with cpu-tiny's engine: rank 1 waited for ever
+        (["--model.backend", "scripted"], "the scripted backend has no multi-process trainer"),
+    ],
+)
+def test_a_launch_that_cannot_train_ends_on_every_rank_with_the_fix(
+    tmp_path: Path, flags: list[str], refusal: str
+) -> None:
+    """Every rank refuses before it starts anything (no model loads, no rank waits for another) with exit 2,
+    so the launcher ends, and the message says what to use instead of "run the same command again"."""
+    done, seconds = _launch("--model.device", "cpu", "--preset", "cpu-tiny", "--steps", "1", "--model.threads",
+                            "1", "--sft.episodes", "0", "--sft.designs", "0", "--sft.hints", "0", *flags,
+                            "--runs-dir", str(tmp_path), timeout=300)  # fmt: skip
+    print(f"launch exit {done.returncode} after {seconds:.1f} s")
+    assert done.returncode != 0
+    refusals = [ln for ln in done.stderr.splitlines() if ln.startswith("spade train: ")]
+    assert refusals, done.stderr[-3000:]  # the first rank to refuse; the launcher may end the other first
+    assert all(refusal in ln and "--model.backend" in ln for ln in refusals), refusals
+    assert re.search(r"exitcode\s*:\s*2\b", done.stderr), done.stderr[
+        -3000:
+    ]  # a setup error, not a failed run
+    assert "run the same command again" not in done.stderr
+    assert not any(tmp_path.iterdir())  # nothing was written
+
+
+def test_a_launch_checks_the_engine_and_the_trainers_process_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    in_process = CPU_TINY
+    assert (in_process.model.backend, in_process.model.vllm.in_process) == ("vllm", True)
+    with pytest.raises(DistributedError, match=r"in-process vllm engine .* add --model.backend hf"):
+        distributed.check_launch(in_process)
+    distributed.check_launch(TrainConfig(model=ModelConfig(backend="hf")))
+
+    class Alone:  # a trainer whose accelerator found a process group of one (an engine made it first)
+        accelerator = type("Accelerator", (), {"num_processes": 1})()
+
+    with pytest.raises(DistributedError, match="joined a process group of 1 process"):
+        distributed.check_world(Alone())
+
+
+@pytest.mark.slow
+def test_a_two_rank_launch_of_spade_train_runs_to_its_end(tiny_dir: Path, tmp_path: Path) -> None:
+    """The smallest real run under the documented CPU launch (hf engine, tiny model, one step of the seed
+    games: the tiny model's 2048 positions hold no design prompt): both ranks end, rank 0 with the run's
+    summary and rank 1 once rank 0 released it."""
+    done, seconds = _launch("--model.device", "cpu", "--preset", "cpu-tiny", "--steps", "1", "--model.threads",
+                            "1", "--sft.episodes", "0", "--sft.designs", "0", "--sft.hints", "0",
+                            "--model.backend", "hf", "--model.model", str(tiny_dir), "--mode", "fixed_pool",
+                            "--runs-dir", str(tmp_path), "--name", "ddp", timeout=900)  # fmt: skip
+    print(f"launch exit {done.returncode} after {seconds:.1f} s")
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert f"Run finished: {tmp_path / 'ddp'}" in done.stdout
+    assert "rank 1 of 2: rank 0 ended the run after" in done.stdout
+    assert len(RunDir(tmp_path / "ddp").read_metrics()) == 1

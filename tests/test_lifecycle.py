@@ -166,6 +166,33 @@ def test_ctrl_c_in_the_synchronous_torch_work_stops_the_run_and_records_a_stop(
     assert run_info(tmp_path / "stop").status == "finished"
 
 
+@pytest.mark.slow
+def test_ctrl_c_while_the_model_loads_stops_before_the_next_start_up_stage(
+    tmp_path: Path, tiny_dir: Path
+) -> None:
+    """The start-up stages (threads, model, trainer, archive, warm start) hold the event loop, so a stop
+    request reaches no cancellation there: the run checks it after each stage and goes no further."""
+    cmd = [sys.executable, "-m", "spade.cli", "train", *REAL_TINY, "--sft.episodes", "6", "--model.model",
+           str(tiny_dir), "--runs-dir", str(tmp_path), "--name", "load"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SPADE_STOP_GRACE_S": "600"})  # fmt: skip
+    try:
+        while not (tmp_path / "load" / "config.json").exists():  # the run exists: its model starts now
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)  # a hang guard only
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "SIGINT: stopping" in err
+    assert "ending now" not in err  # it stopped by itself, not by the watchdog
+    assert "sft:" not in out, out  # no later stage started
+    assert "step 0" not in out, out
+    assert "stopped by SIGINT before the run started; nothing was kept" in err
+    assert not (tmp_path / "load").exists()
+
+
 STUCK = """
 import sys, time
 from spade import train_cli
@@ -336,7 +363,6 @@ def test_a_runs_dir_where_no_folder_can_be_made_is_not_worth_a_retry(tmp_path: P
         (errno.EROFS, "the file system is read-only: choose another --runs-dir"),
         (errno.EACCES, "this user may not write there: choose another --runs-dir"),
         (errno.ENOTDIR, "part of the path is a file, not a folder: choose another --runs-dir"),
-        (errno.ENOSPC, "the disk is full: free space there or choose another --runs-dir"),
     ],
 )
 def test_file_system_errors_that_a_retry_meets_again_say_what_to_change(
@@ -418,3 +444,66 @@ def test_resume_lock_extend_damage_and_overwrite(tmp_path: Path) -> None:
     over = spade("train", *base, "--steps", "1", "--overwrite")
     assert over.returncode == 0, over.stderr
     assert [r["step"] for r in run.read_metrics()] == [0]
+
+
+# -- 4. advice that a retry would not follow: a full disk, a launch or cluster that cannot work ------------
+
+
+def _full_disk_at(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
+    """``RunDir.<method>`` fails as a full disk makes a write fail (a 400 KiB tmpfs as --runs-dir)."""
+
+    def full(self: RunDir, *_args: object, **_kwargs: object) -> None:
+        path = self.root / "metrics.jsonl"
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(RunDir, method, full)
+
+
+def test_a_full_disk_mid_run_names_the_full_file_system_and_resumes_only_once_space_is_freed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spade.train_cli import run_cli  # noqa: PLC0415
+
+    _full_disk_at(monkeypatch, "append_metrics")  # step 0 played and updated; its row cannot be written
+    code = run_cli([*SCRIPTED, "--sft.episodes", "0", "--sft.designs", "0", "--sft.hints", "0",
+                    "--runs-dir", str(tmp_path), "--name", "full"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("spade train: [Errno 28] No space left on device")
+    assert f"the file system of {tmp_path / 'full' / 'metrics.jsonl'} (" in line  # which path is full ...
+    assert " free of " in line
+    assert "is full, so resuming now would fail the same way" in line
+    assert "free space there (this run holds " in line
+    assert ", most in " in line
+    assert line.endswith(
+        f"first; no step finished yet; continue with: spade train --resume {tmp_path / 'full'}"
+    )
+
+
+def test_a_full_disk_before_the_run_started_keeps_nothing_and_says_what_to_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spade.train_cli import run_cli  # noqa: PLC0415
+
+    _full_disk_at(monkeypatch, "create")
+    code = run_cli([*SCRIPTED, "--runs-dir", str(tmp_path), "--name", "full"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "nothing was kept. The same command would fail again, the file system of" in err
+    assert f"is full: free space there or choose another --runs-dir (now {tmp_path}) or --name" in err
+    assert "run the same command again" not in err
+    assert "--resume" not in err
+
+
+def test_a_ray_address_where_no_cluster_answers_is_a_setup_error(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    address = f"127.0.0.1:{free_port()}"
+    out = spade("train", *SCRIPTED, "--cluster.backend", "ray", "--cluster.address", address,
+                "--runs-dir", str(tmp_path), "--name", "ray")  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    assert f"no Ray cluster answers at {address!r}" in line
+    assert "ray start --head" in line  # the fix
+    assert "run the same command again" not in out.stderr
+    assert not (tmp_path / "ray").exists()

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -243,9 +244,15 @@ def test_warm_start_trains_every_epoch_at_its_own_lr_then_restores_the_trainers(
     assert metrics["sft/tokens"] > 0
     assert [line.split(",")[0] for line in seen] == [
         "sft: training on 5 examples",
+        *(f"warm start: step {i}/6" for i in (1, 2, 3)),
         "sft: epoch 1/2",
+        *(f"warm start: step {i}/6" for i in (4, 5, 6)),
         "sft: epoch 2/2",
     ]
+    # Each step says how many are left and about how long they take, the last one that it is done.
+    assert all(re.fullmatch(r"warm start: step [1-5]/6, ~\S+ (s|min \d+ s|h \d+ min) left", ln) for ln in seen
+               if ln.startswith("warm start") and "6/6" not in ln)  # fmt: skip
+    assert "warm start: step 6/6" in seen
 
 
 class _StoppedAtFirstStep(ScriptedTrainer):

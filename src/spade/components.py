@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from spade import cluster, design, transcripts
-from spade.backends import make_policy
+from spade import cluster, design, stopping, transcripts
+from spade.backends import make_policy, set_threads
 from spade.backends.batching import BatchingPolicy
 from spade.config import TrainConfig, TranscriptConfig
 from spade.corpus import CorpusSampler, SamplerState, load_corpus
@@ -96,14 +96,24 @@ def make_components(
         run: its run directory.
         mode: the run's mode: the limits of every sandbox that plays its environments, and whether designs
             draw documents from the corpus (``corpus.enabled`` in a designing mode).
-        progress: receives the progress lines of long phases (:attr:`Components.progress`).
+        progress: receives the progress lines of long phases (:attr:`Components.progress`), and first the
+            torch thread count (:mod:`spade.backends.threads`).
+
+    Raises:
+        spade.stopping.Interrupted: a stop was requested while a start-up stage ran (checked after each).
     """
+    if cfg.model.backend != "scripted":  # torch's threads: the free cores unless --model.threads says
+        progress(set_threads(cfg.model.threads).line())
+        stopping.check()
+        progress(f"starting the model ({cfg.model.backend} engine, {cfg.model.model}) and the trainer")
     policy = BatchingPolicy(
         make_policy(cfg.model, seed=derive_seed(cfg.seed, "policy")),
         max_batch=cfg.rollout.max_concurrent_plays,
         gather_s=cfg.rollout.batch_gather_s,
     )
+    stopping.check()  # a stop requested while the model loaded: the trainer is not built (spade.train)
     trainer = make_trainer(cfg)
+    stopping.check()
     sampler = None
     if mode.grounded(cfg):
         sampler = CorpusSampler(load_corpus(cfg.corpus.path), seed=derive_seed(cfg.seed, "corpus"))
@@ -116,4 +126,5 @@ def make_components(
         )  # fmt: skip
         c = Components(run, policy, trainer, runner, memory, sampler, player, cfg.transcripts, progress)
         c.design = design.build(cfg, c) if mode.designs else None
+        stopping.check()
         yield c

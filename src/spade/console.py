@@ -109,8 +109,11 @@ def _terminal(stream: TextIO, fd: int, saved: int) -> TextIO:
 
 
 def engine_log_name(started: float | None = None) -> str:
-    """``engine-<local start time>.log``: one log per start, so a resumed run keeps its earlier logs."""
-    return time.strftime("engine-%Y%m%d-%H%M%S.log", time.localtime(started))
+    """``engine-<local start time>.log``: one log per start, so a resumed run keeps its earlier logs; the
+    other ranks of a multi-process launch add theirs (``engine-<time>-rank1.log``)."""
+    rank = os.environ.get("RANK", "0") if int(os.environ.get("WORLD_SIZE", "1")) > 1 else "0"
+    suffix = f"-rank{rank}" if rank != "0" else ""
+    return time.strftime(f"engine-%Y%m%d-%H%M%S{suffix}.log", time.localtime(started))
 
 
 @contextlib.contextmanager

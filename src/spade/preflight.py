@@ -23,6 +23,7 @@ from spade.ecosystem import remote as ecosystem_remote
 from spade.errors import SpadeError
 from spade.seed_files import is_file_entry, seed_files
 from spade.skills import skills_for
+from spade.training import distributed
 
 SERVER_CHECK_TIMEOUT_S = 5.0
 
@@ -41,9 +42,11 @@ def check_setup(cfg: TrainConfig, *, fresh: bool, mode_checks: Callable[[TrainCo
 
     Raises:
         ConfigError: a name no registry holds.
+        spade.training.distributed.DistributedError: a multi-process launch that cannot train ``cfg``.
         SetupError: any other problem.
     """
     check_names(cfg)
+    distributed.check_launch(cfg)
     if fresh:
         check_runs_dir(cfg.run_dir)
     mode_checks(cfg)

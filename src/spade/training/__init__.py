@@ -14,13 +14,22 @@ stays cheap and a scripted run never loads torch, as :func:`spade.backends.make_
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 from spade.backends import set_threads
 from spade.backends.scripted import ScriptedTrainer
 from spade.config import TrainConfig
 from spade.rundir import RunDir
-from spade.training.distributed import LeaderTrainer, check_backend, follow, launched
+from spade.training.distributed import (
+    LeaderTrainer,
+    check_backend,
+    check_world,
+    follow,
+    launched,
+    rank,
+    world_size,
+)
 from spade.types import Trainer
 
 __all__ = ["TORCH_TRAINER", "follow_run", "make_trainer"]
@@ -38,18 +47,27 @@ def make_trainer(cfg: TrainConfig) -> Trainer:
     set_threads(cfg.model.threads)
     if launched():  # rank 0 of `accelerate launch`: the other ranks follow this trainer's calls
         check_backend(cfg)
-        return LeaderTrainer(_torch_trainer(cfg, use_accelerate=True))
+        inner = _torch_trainer(cfg, use_accelerate=True)
+        check_world(inner)
+        return LeaderTrainer(inner)
     return _torch_trainer(cfg, use_accelerate=False)
 
 
-def follow_run(cfg: TrainConfig, *, resume: bool) -> RunDir:
-    """A follower rank's whole run: build the run's trainer, then :func:`~spade.training.distributed.follow`
-    rank 0 until it stops."""
+def follow_run(cfg: TrainConfig, *, resume: bool, progress: Callable[[str], None] | None = None) -> RunDir:
+    """A follower rank's whole run: build the run's trainer (with the run's torch threads), then
+    :func:`~spade.training.distributed.follow` rank 0 until it stops; ``progress`` hears what this rank
+    does (rank 0's console shows the run)."""
+    say = progress or (lambda _: None)
     run = RunDir(cfg.run_dir)
     if resume:
         cfg = run.load_config()
     check_backend(cfg)
-    follow(_torch_trainer(cfg, use_accelerate=True))
+    say(set_threads(cfg.model.threads).line())
+    trainer = _torch_trainer(cfg, use_accelerate=True)
+    check_world(trainer)
+    say(f"rank {rank()} of {world_size()}: training as rank 0 asks (rank 0 shows the run's progress)")
+    updates = follow(trainer)
+    say(f"rank {rank()} of {world_size()}: rank 0 ended the run after {updates} update{'s' * (updates != 1)}")
     return run
 
 

@@ -120,10 +120,42 @@ def follow(trainer: Trainer) -> int:
             raise DistributedError(f"rank {rank()} received unknown trainer call {op!r} from rank 0")
 
 
+def check_launch(cfg: TrainConfig) -> None:
+    """Raise unless this launch can train ``cfg`` (nothing to check outside a multi-process launch); every
+    rank runs it before anything starts, so a launch that cannot work ends at once on all of them.
+
+    Raises:
+        DistributedError: the scripted backend, or an in-process vllm engine (the message says what to use).
+    """
+    if not launched():
+        return
+    check_backend(cfg)
+    if cfg.model.backend == "vllm" and cfg.model.vllm.in_process:
+        raise DistributedError(
+            f"an in-process vllm engine (model.vllm.in_process, as --preset cpu-tiny sets it) takes this "
+            f"process's torch.distributed group, which the {world_size()} processes of this launch need for "
+            "the update; add --model.backend hf, or serve the model with vLLM and use --model.backend openai "
+            "(docs/scaling.md)"
+        )
+
+
+def check_world(trainer: Any) -> None:
+    """Raise unless ``trainer``'s accelerator spans every process of this launch (rank 0 would otherwise
+    train alone while the other ranks wait for it for ever)."""
+    accelerator = getattr(trainer, "accelerator", None)
+    joined = accelerator.num_processes if accelerator is not None else 1
+    if joined != world_size():
+        raise DistributedError(
+            f"the trainer of rank {rank()} joined a process group of {joined} process(es), not the "
+            f"{world_size()} of this launch: something in this process set up torch.distributed first (an "
+            "in-process engine); use --model.backend hf or openai in a multi-process launch"
+        )
+
+
 def check_backend(cfg: TrainConfig) -> None:
     """Raise unless ``cfg`` trains a torch model (the only trainer that runs on several ranks)."""
     if cfg.model.backend == "scripted":
         raise DistributedError(
             f"the scripted backend has no multi-process trainer (this launch has {world_size()} processes); "
-            "run it with plain `spade train`, or pick a real model backend"
+            "run it with plain `spade train`, or pick a real model backend (--model.backend hf)"
         )

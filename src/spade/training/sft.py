@@ -57,6 +57,7 @@ from spade.design.designer import sample_tokens
 from spade.design.edits import apply_line_edits, build_line_edit_messages, excerpt_window, mechanical_edit
 from spade.design.hints import HintRequest, hint_prompt
 from spade.errors import SpadeError
+from spade.evals.progress import duration
 from spade.options import result_settings
 from spade.prompts import DesignRequest, Exemplar
 from spade.rollout import reset_options
@@ -298,6 +299,7 @@ def _imitate(
     progress(f"sft: training on {len(samples)} examples, {cfg.sft.epochs} epoch(s) of {steps} steps")
     rng = random.Random(cfg.seed)
     losses: list[float] = []
+    total, t0 = steps * cfg.sft.epochs, time.perf_counter()
     try:
         for epoch in range(cfg.sft.epochs):
             order = rng.sample(range(len(samples)), len(samples))
@@ -305,6 +307,9 @@ def _imitate(
                 stopping.check()  # the steps hold the event loop: no cancellation reaches them
                 batch = [samples[i] for i in order[start : start + cfg.sft.batch]]
                 losses.append(trainer.train_step(batch).get("train/nll", float("nan")))
+                left = (time.perf_counter() - t0) / len(losses) * (total - len(losses))
+                eta = f", ~{duration(left)} left" if len(losses) < total else ""
+                progress(f"warm start: step {len(losses)}/{total}{eta}")
             progress(f"sft: epoch {epoch + 1}/{cfg.sft.epochs}, reply loss {losses[-1]:.3f}")
     finally:
         if previous is not None and set_lr is not None:
@@ -363,6 +368,7 @@ async def cached_warm_start(
     starts from the model as built. Under ``accelerate launch`` the other ranks load the entry too and stop
     on one that cannot be used; the key keeps other trainers' entries apart, so that takes damaged files.
     """
+    stopping.check()  # start-up stages hold the event loop: a stop asked for meanwhile is acted on here
     folder = cfg.runs_dir / ".sft-cache" / cache_key(cfg)
     rebuilt = 0.0
     if (folder / "metrics.json").is_file():
