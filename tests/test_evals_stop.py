@@ -10,32 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
+from line_stream import lines as stream_lines
 from spade.config import EvalOptions
 from spade.evals import report
 from spade.evals.runner import SuiteReport
 from spade.evals.stats import summarise
-
-
-def _lines(stream: object) -> queue.Queue[str]:
-    """The stream's lines as they come, then "" at its end."""
-    out: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            out.put(line)
-        out.put("")
-
-    threading.Thread(target=pump, daemon=True).start()
-    return out
 
 
 def _stop_at(
@@ -45,7 +31,7 @@ def _stop_at(
     as soon as stderr holds a line with ``marker``; the exit code and all of stderr."""
     env = {**os.environ, "SPADE_STOP_GRACE_S": grace}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    errors, seen = _lines(proc.stderr), []
+    errors, seen = stream_lines(proc.stderr), []
     try:
         while marker not in (line := errors.get(timeout=600)):
             seen.append(line)

@@ -10,12 +10,10 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from line_stream import lines as stream_lines
 from spade.backends.openai_server import ModelServerDownError, OpenAIPolicy
 from spade.backends.vllm_server import free_port
 from spade.rundir import RunDir
@@ -56,19 +55,6 @@ def one_line(err: str) -> str:
 # -- 1. SIGINT / SIGTERM stop a real-model run within seconds, resumably ------------------------------------
 
 
-def _lines(stream: object) -> queue.Queue[str]:
-    """The stream's lines as they come, then "" at its end."""
-    out: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            out.put(line)
-        out.put("")
-
-    threading.Thread(target=pump, daemon=True).start()
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_stops_a_real_model_run_cleanly_and_names_the_resume_command(
@@ -81,7 +67,7 @@ def test_signal_stops_a_real_model_run_cleanly_and_names_the_resume_command(
     env = {**os.environ, "SPADE_STOP_GRACE_S": "600"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        lines = _lines(proc.stdout)
+        lines = stream_lines(proc.stdout)
         while "step 0: design" not in lines.get(timeout=300):
             pass
         time.sleep(1.0)  # well inside generation of a 4000-token design
@@ -111,7 +97,7 @@ def _interrupt_at(cmd: list[str], marker: str, env: dict[str, str]) -> tuple[int
     """Run ``cmd``, send SIGINT as soon as it prints a line holding ``marker``; the exit code and stderr."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        lines = _lines(proc.stdout)
+        lines = stream_lines(proc.stdout)
         while marker not in (line := lines.get(timeout=600)):
             if not line:  # the run ended first
                 pytest.fail(f"no line with {marker!r}: {proc.stderr.read() if proc.stderr else ''}")
@@ -221,7 +207,7 @@ def test_a_run_ended_by_force_after_ctrl_c_is_recorded_as_stopped(tmp_path: Path
     cmd = [sys.executable, "-c", STUCK, *SCRIPTED, "--runs-dir", str(tmp_path), "--name", "stuck"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "SPADE_STOP_GRACE_S": grace})  # fmt: skip
-    lines, errors = _lines(proc.stdout), _lines(proc.stderr)
+    lines, errors = stream_lines(proc.stdout), stream_lines(proc.stderr)
     try:
         while "running" not in lines.get(timeout=120):
             pass
