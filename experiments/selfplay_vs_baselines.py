@@ -6,7 +6,7 @@ learning from the variety of designs), ``fixed_pool`` = the agent alone on the s
 starts from, ``procedural`` = the agent alone on Reasoning-Gym tasks with an adaptive difficulty
 controller) with every seed in ``--seeds``;
 evaluates the starting model and every final policy with ``spade eval`` on held-out suites; compares them
-with paired bootstrap intervals; and writes ``docs/results.md`` (``--results``) with curve images
+with paired bootstrap intervals; and writes ``runs/experiment/results.md`` (``--results``) with curve images
 (``--images``).
 
 **Budget.** Each run ends after the step at which the tokens the model has sampled in it reach
@@ -124,14 +124,14 @@ def run_dir(plan: Plan, mode: str, seed: int) -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="see docs/results.md")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="see docs/eval.md")
     p.add_argument("--preset", default="cpu-tiny", help="spade train preset (cpu-tiny, paper, ...)")
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--budget", type=int, default=12_000, help="sampled tokens per run (all completions)")
     p.add_argument("--max-steps", type=int, default=0, help="step cap per run (0: 10x the preset's steps)")
     p.add_argument("--out", type=Path, default=Path("runs/experiment"))
-    p.add_argument("--results", type=Path, default=Path("docs/results.md"))
+    p.add_argument("--results", type=Path, default=Path("runs/experiment/results.md"))
     p.add_argument("--images", type=Path, default=None, help="chart folder (default: <results dir>/results)")
     p.add_argument("--difficulties", nargs="+", type=int, default=None, help="held-out env levels")
     p.add_argument("--heldout-envs", nargs="*", default=None, help="env names (default: untrained skills)")
