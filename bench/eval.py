@@ -42,6 +42,7 @@ class EngineClock:
         self.busy_s = 0.0
         self.calls = 0
         self.sequences = 0
+        policy = getattr(policy, "policy", policy)  # the engine under a batching wrapper (vllm)
         inner = getattr(policy, "generate", None)
         if inner is None:
             return
