@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from spade.backends import policy_metrics, prefix_cache_hit_rate
 from spade.config import CPU_TINY, EvalOptions
 from spade.evals.base import eval_seed
 from spade.evals.chat import gather_bounded
@@ -126,9 +127,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def _now(policy: Policy, opts: EvalOptions, log: EngineLog) -> dict[str, Any]:
     """One evaluation through the runner, then the engine's replay of its calls."""
     log.fresh()
-    cpu = time.process_time()
+    cpu, before = time.process_time(), policy_metrics(policy)
     (report,) = asyncio.run(arun(policy, [SuiteRequest("envs", opts)]))
     cpu_s = time.process_time() - cpu
+    cache = prefix_cache_hit_rate(before, policy_metrics(policy)).get("speed/prefix_cache_hit_rate", 0.0)
     calls = log.take()
     figures = _figures(calls, report.summary.total.n, report.time_s)
     episodes = [e for item in report.items for e in item.detail["episodes"]]
@@ -137,6 +139,7 @@ def _now(policy: Policy, opts: EvalOptions, log: EngineLog) -> dict[str, Any]:
         "engine_tok_per_s": round(engine_rate, 1),
         "engine_share": round(figures["sampled_tok_per_s"] / engine_rate, 3),
         "cpu_s": round(cpu_s, 1),
+        "prefix_cache_hit_rate": round(cache, 3),
         "win_rate": round(sum(e["won"] for e in episodes) / len(episodes), 3),
         "mean_return": round(sum(e["return"] for e in episodes) / len(episodes), 3),
         "statuses": dict(Counter(e["status"] for e in episodes)),
