@@ -102,9 +102,9 @@ def test_every_episodes_first_turn_reaches_the_policy_together(monkeypatch: pyte
 
 def test_the_concurrency_option_still_caps_the_episodes_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
     opts = EvalOptions(episodes=3, limit=4, concurrency=5, tasks=TASKS, params=LENIENT)
-    policy = GatePolicy(expect=12, wait_s=1.0)  # never 12 together: the gate gives up after a second
+    policy = GatePolicy(expect=6, wait_s=2.0)  # never 6 together: the gate gives up and answers those held
     items, opened = _run(policy, opts, monkeypatch)
-    assert policy.batches[0] == 5
+    assert 1 <= policy.batches[0] <= 5
     assert opened == 12
     assert sum(len(i.scores) for i in items) == 12
 
