@@ -164,7 +164,9 @@ def _before(engine: Policy, opts: EvalOptions, log: EngineLog) -> dict[str, Any]
     started = time.perf_counter()
     trajectories = asyncio.run(main())
     wall = time.perf_counter() - started
-    return _figures(log.take(), len(trajectories), wall)
+    figures = _figures(log.take(), len(trajectories), wall)
+    del figures["engine_busy_share"]  # its calls overlap, each waiting for the engine's lock: no busy share
+    return figures
 
 
 def _figures(calls: Sequence[tuple[Any, Any, int, float]], episodes: int, wall: float) -> dict[str, Any]:
