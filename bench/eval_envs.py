@@ -103,12 +103,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     engine = getattr(policy, "policy", policy)  # the bare engine under the batching wrapper
     load_s = time.perf_counter() - started
     log = EngineLog(engine)
+    before = _before(engine, dataclasses.replace(opts, episodes=args.before_episodes), log)
+    print(f"before: {before}", file=sys.stderr, flush=True)
     now = []
     for k in range(args.repeats):
         now.append(_now(policy, opts, log))
         print(f"now {k + 1}/{args.repeats}: {now[-1]}", file=sys.stderr, flush=True)
-    before = _before(engine, dataclasses.replace(opts, episodes=args.before_episodes), log)
-    print(f"before: {before}", file=sys.stderr, flush=True)
     engine.close()
     rate = statistics.median(r["episodes_per_s"] for r in now)
     return {
