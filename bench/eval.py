@@ -9,6 +9,12 @@ request running or queued). One torch thread unless ``--threads``.
 
     .venv/bin/python bench/eval.py [--json] [--limit 8] [--episodes 2] [--max-tokens 64] [--concurrency 32]
 
+``--suite envs[:TASKS]`` measures the ``envs`` suite on cpu-tiny's in-process vLLM engine instead (by default
+the lock variants, every item, 4 episodes each): see ``bench/eval_envs.py`` for what it runs and prints
+(``envs_episodes_per_s``, ``engine_share``, ``speedup_vs_before``).
+
+    .venv/bin/python bench/eval.py --suite envs --json [--episodes 4] [--repeats 3] [--before-episodes 1]
+
 JSON keys: ``eval_episodes_per_s``, ``generation_share``, ``in_flight_share``, ``engine_batches``,
 ``engine_mean_batch``, ``episodes``, ``wall_s``, ``score``, ``ci95``, ``load_s`` (model load, not counted in
 the rate), ``backend``, ``concurrency``, ``cpu_s`` (process CPU time of the evaluation: on a loaded machine
@@ -23,6 +29,7 @@ import json
 import time
 from typing import Any
 
+import eval_envs  # bench/eval_envs.py, beside this script
 from spade.config import EvalOptions, ModelConfig
 from spade.evals.policies import PolicySource, load_policy
 from spade.evals.runner import SuiteRequest, arun
@@ -35,6 +42,7 @@ class EngineClock:
         self.busy_s = 0.0
         self.calls = 0
         self.sequences = 0
+        policy = getattr(policy, "policy", policy)  # the engine under a batching wrapper (vllm)
         inner = getattr(policy, "generate", None)
         if inner is None:
             return
@@ -57,18 +65,22 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--suite", default="math:basic_arithmetic,chain_sum")
     parser.add_argument("--preset", default="easy")
-    parser.add_argument("--limit", type=int, default=8)
-    parser.add_argument("--episodes", type=int, default=2)
+    parser.add_argument("--limit", type=int, default=None, help="items (default: 8; envs: all)")
+    parser.add_argument("--episodes", type=int, default=None, help="per item (default: 2; envs: 4)")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--backend", default="hf")
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--threads", type=int, default=1)
+    eval_envs.add_arguments(parser)
     args = parser.parse_args()
+    envs = args.suite.partition(":")[0] == "envs"
+    args.limit = args.limit if args.limit is not None or envs else 8
+    args.episodes = args.episodes if args.episodes is not None else (4 if envs else 2)
     import torch  # noqa: PLC0415 - after argument parsing, so --help is instant
 
     torch.set_num_threads(args.threads)
-    figures = run(args)
+    figures = eval_envs.run(args) if envs else run(args)
     if args.json:
         print(json.dumps(figures, sort_keys=True))
     else:

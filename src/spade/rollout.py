@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spade.agent import Episode, play_episode
@@ -56,28 +56,59 @@ async def run_jobs(
     cfg: PlayConfig,
     *,
     max_concurrent: int,
+    demos_per_play: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Trajectory]:
-    """Play every job (concurrently, bounded); results come back in job order."""
-    gate = asyncio.Semaphore(max_concurrent)
-    demos: dict[tuple[str, int | None], tuple[Demo, ...]] = {}
-    if cfg.demos > 0:  # demonstrations at each play's own level
-        for level in dict.fromkeys(j.difficulty for j in jobs):
-            plays = [(j.env_id, j.source, j.seed) for j in jobs if j.difficulty == level]
-            found = await demos_by_env(
-                runner,
-                plays,
-                n=cfg.demos,
-                options=reset_options(cfg, level),
-                max_actions=cfg.demo_max_actions,
-            )
-            demos.update({(env, level): d for env, d in found.items()})
+    """Play every job (concurrently, bounded); results come back in job order.
+
+    Demonstrations (``cfg.demos``) derive from the played seeds of each environment and level, shared by its
+    plays (training); with ``demos_per_play`` each play's come from its own seed alone, as if it were played
+    by itself (the ``envs`` suite, whose episodes are independent). ``progress`` hears ``(done, total)``
+    before the first play and after each.
+    """
+    gate = asyncio.Semaphore(max(1, max_concurrent))
+    shared = {} if demos_per_play else await _shared_demos(runner, jobs, cfg)
+    done = 0
 
     async def one(job: PlayJob) -> Trajectory:
+        nonlocal done
         async with gate:
-            shown = demos.get((job.env_id, job.difficulty), ())
-            return await _play_one(runner, policy, job, cfg, reset_options(cfg, job.difficulty), demos=shown)
+            options = reset_options(cfg, job.difficulty)
+            shown = (
+                await _own_demos(runner, job, cfg)
+                if demos_per_play
+                else shared.get((job.env_id, job.difficulty), ())
+            )
+            trajectory = await _play_one(runner, policy, job, cfg, options, demos=shown)
+        done += 1
+        if progress is not None:
+            progress(done, len(jobs))
+        return trajectory
 
+    if progress is not None:
+        progress(0, len(jobs))
     return list(await asyncio.gather(*(one(j) for j in jobs)))
+
+
+async def _shared_demos(
+    runner: EnvRunner, jobs: Sequence[PlayJob], cfg: PlayConfig
+) -> dict[tuple[str, int | None], tuple[Demo, ...]]:
+    """Demonstrations per environment and level, from the seeds of all its plays at that level."""
+    demos: dict[tuple[str, int | None], tuple[Demo, ...]] = {}
+    if cfg.demos <= 0:
+        return demos
+    for level in dict.fromkeys(j.difficulty for j in jobs):
+        plays = [(j.env_id, j.source, j.seed) for j in jobs if j.difficulty == level]
+        found = await demos_by_env(
+            runner, plays, n=cfg.demos, options=reset_options(cfg, level), max_actions=cfg.demo_max_actions
+        )
+        demos.update({(env, level): d for env, d in found.items()})
+    return demos
+
+
+async def _own_demos(runner: EnvRunner, job: PlayJob, cfg: PlayConfig) -> tuple[Demo, ...]:
+    """Demonstrations of one play from its own seed alone."""
+    return (await _shared_demos(runner, [job], cfg)).get((job.env_id, job.difficulty), ())
 
 
 def reset_options(cfg: PlayConfig, difficulty: int | None) -> dict[str, int] | None:

@@ -6,7 +6,8 @@ official pool layout ``games/*.py``), ``variants:GAME`` (a seed game's held-out 
 archive. None given: the whole seed library. Every episode runs in a fresh sandbox instance, seeded with
 ``eval_seed(seed, "envs", item, episode)`` (≥ 2**31, never a training seed). The policy plays through
 :mod:`spade.rollout` exactly as in training; :class:`~spade.evals.policies.ScriptedSolver` instead plays each
-instance's ``solution()`` (a sanity check: a sound environment scores 1.0).
+instance's ``solution()`` (a sanity check: a sound environment scores 1.0). All episodes of the suite are one
+group of plays, ``opts.concurrency`` in flight at once, so a batching policy answers their turns together.
 
 ``params``: ``archive`` (run folder), ``difficulty`` (level for seed environments), ``action_mode``
 (``boxed`` / ``lenient``), ``on_length`` (``end`` / ``act``, as ``play.on_length``), ``max_turns`` (agent
@@ -160,17 +161,38 @@ class EnvsSuite:
         with Sandbox() as runner:
             if isinstance(policy, ScriptedSolver):
                 calls = [functools.partial(_solve, runner, j, cfg) for _, j in jobs]
+                outcomes = await gather_bounded(calls, opts.concurrency, progress)
             else:
-                calls = [functools.partial(_play, runner, policy, j, cfg) for _, j in jobs]
-            outcomes = await gather_bounded(calls, opts.concurrency, progress)
+                plays = [j for _, j in jobs]
+                outcomes = await _play_all(
+                    runner, policy, plays, cfg, concurrency=opts.concurrency, progress=progress
+                )
         by_item: dict[str, list[dict[str, Any]]] = {}
         for (item, _), outcome in zip(jobs, outcomes, strict=True):
             by_item.setdefault(item.item_id, []).append(outcome)
         return [_result(self.name, item, by_item[item.item_id]) for item in items]
 
 
-async def _play(runner: EnvRunner, policy: Policy, job: PlayJob, cfg: PlayConfig) -> dict[str, Any]:
-    trajectory: Trajectory = (await run_jobs(runner, policy, [job], cfg, max_concurrent=1))[0]
+async def _play_all(
+    runner: EnvRunner,
+    policy: Policy,
+    jobs: list[PlayJob],
+    cfg: PlayConfig,
+    *,
+    concurrency: int,
+    progress: Progress,
+) -> list[dict[str, Any]]:
+    """Every episode of the suite in one group of plays, ``concurrency`` at a time, so that a batching policy
+    serves all of them together. Each is still its own play: a fresh instance, its own seed, and
+    demonstrations from that seed alone (``demos_per_play``)."""
+    trajectories = await run_jobs(
+        runner, policy, jobs, cfg, max_concurrent=concurrency, demos_per_play=True, progress=progress
+    )
+    return [episode_record(j, t) for j, t in zip(jobs, trajectories, strict=True)]
+
+
+def episode_record(job: PlayJob, trajectory: Trajectory) -> dict[str, Any]:
+    """The per-episode entry of an item's results: seed, win, return, turns, status, actions, error."""
     return {
         "seed": job.seed,
         "won": trajectory.success,

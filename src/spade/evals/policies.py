@@ -16,6 +16,13 @@ from spade.evals.base import EvalError
 from spade.types import ChatTemplate, Completion, Policy, SamplingParams
 
 PolicyKind = Literal["model", "run", "solver"]
+UNBATCHED_BACKENDS = ("vllm",)
+"""Backends whose policy runs one engine call at a time: :func:`load_policy` wraps them in a
+:class:`~spade.backends.batching.BatchingPolicy`, so concurrent episodes share batches as in training (hf
+batches by itself; servers batch what they receive)."""
+GATHER_S = 0.1
+"""The batching wrapper's longest wait for the episodes still stepping their environments (as cpu-tiny's
+``rollout.batch_gather_s``)."""
 
 
 class ScriptedSolver:
@@ -92,7 +99,7 @@ def run_weights(run: Path, checkpoint: int | None) -> tuple[ModelConfig, Path]:
 
 
 def load_policy(source: PolicySource, concurrency: int) -> Policy:
-    """Build the policy (engines batch up to ``concurrency`` sequences).
+    """Build the policy (engines batch up to ``concurrency`` sequences; see :data:`UNBATCHED_BACKENDS`).
 
     Raises:
         EvalError: the model, engine or run cannot be loaded; the message says what to do.
@@ -124,6 +131,10 @@ def load_policy(source: PolicySource, concurrency: int) -> Policy:
         ) from None
     except (FileNotFoundError, ValueError, OSError) as exc:
         raise EvalError(f"cannot load the policy ({model.backend} {model.model}): {exc}") from None
+    if model.backend in UNBATCHED_BACKENDS:
+        from spade.backends.batching import BatchingPolicy  # noqa: PLC0415 - with the engine it wraps
+
+        policy = BatchingPolicy(policy, max_batch=model.max_concurrency, gather_s=GATHER_S)
     return policy
 
 
