@@ -34,6 +34,7 @@ import json
 import math
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -307,11 +308,55 @@ def run_one(plan: Plan, arm: str, seed: int, log: Log) -> Path:
         # one thread per run (--parallel runs share the cores); the spade of this checkout, whatever is installed
         src = os.pathsep.join([str(HERE.parent / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": src}
-        done = subprocess.run([*SPADE, *args], stdout=sink, stderr=subprocess.STDOUT, check=False, env=env)
+        status = STOP.run([*SPADE, *args], stdout=sink, stderr=subprocess.STDOUT, env=env)
     wall = _add_wall(plan.runs / f"{name}.wall.json", time.perf_counter() - started)
-    if done.returncode != 0:
-        raise RuntimeError(f"{name}: spade train failed with status {done.returncode}; see {log_file}")
+    if status in STOPPED or STOP.requested.is_set():
+        STOP.requested.set()  # a run stopped by a signal stops the experiment: no other run starts
+        raise Stopped(f"{name}: stopped (status {status}); the same command resumes it")
+    if status != 0:
+        raise RuntimeError(f"{name}: spade train failed with status {status}; see {log_file}")
     return auc_records.write_record(plan, arm, seed, where, wall)
+
+
+STOPPED = (130, 143, -signal.SIGINT, -signal.SIGTERM)
+"""Exit statuses of a ``spade train`` stopped by SIGINT or SIGTERM (resumable), not failed."""
+
+
+class Stopped(Exception):
+    """A run was stopped by a signal: the experiment stops too."""
+
+
+class Stopper:
+    """Runs the experiment's ``spade train`` processes; a SIGINT or SIGTERM to the harness is passed on to
+    every one of them (each stops resumably, as a Ctrl-C to it would), and no further run starts."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.live: set[subprocess.Popen[bytes]] = set()
+        self.lock = threading.Lock()
+
+    def run(self, cmd: Sequence[str], **kwargs: Any) -> int:
+        """Run ``cmd`` to its end (``subprocess.Popen`` keyword arguments); its exit status."""
+        with self.lock:
+            if self.requested.is_set():
+                return 130
+            proc = subprocess.Popen(list(cmd), **kwargs)
+            self.live.add(proc)
+        try:
+            return proc.wait()
+        finally:
+            with self.lock:
+                self.live.discard(proc)
+
+    def stop(self, signum: int, _frame: object = None) -> None:
+        """Signal handler: stop every live run with the same signal and start no other."""
+        self.requested.set()
+        with self.lock:
+            for proc in self.live:
+                proc.send_signal(signum)
+
+
+STOP = Stopper()
 
 
 def _add_wall(path: Path, seconds: float) -> float:
@@ -347,8 +392,13 @@ def run_all(plan: Plan, log: Log) -> list[str]:
     lock, failures = threading.Lock(), []
 
     def job(arm: str, seed: int) -> None:
+        if STOP.requested.is_set():
+            return
         try:
             record = run_one(plan, arm, seed, log)
+        except Stopped as exc:
+            log(str(exc))
+            return
         except Exception as exc:  # boundary: one failed run must not stop the others
             failures.append(str(exc))
             log(str(exc))
@@ -383,12 +433,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(line: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
 
-    failures = [] if a.report_only else run_all(plan, log)
+    failures = [] if a.report_only else _run_all_stoppable(plan, log)
     written = auc_report.write(plan, a.results, a.budget_hours, command=run_command(argv))
     log(f"wrote {', '.join(str(p) for p in written)}")
     if failures:
         log(f"{len(failures)} runs failed: {'; '.join(failures)}")
+    if STOP.requested.is_set():
+        log("stopped: the same command skips what is recorded and resumes the rest")
+        return 130
     return 1 if failures else 0
+
+
+def _run_all_stoppable(plan: Plan, log: Log) -> list[str]:
+    """:func:`run_all` with SIGINT and SIGTERM passed on to the runs (the handlers before are restored)."""
+    before = {signum: signal.signal(signum, STOP.stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return run_all(plan, log)
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 def run_command(argv: Sequence[str]) -> str:

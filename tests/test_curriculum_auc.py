@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -132,6 +133,31 @@ def test_the_harness_records_skips_commits_and_reports_from_records_alone(
              *argv[argv.index("--marks") + 6 :]]  # fmt: skip
     with pytest.raises(SystemExit, match="another plan"):
         exp.main(other)
+
+
+def test_a_signal_to_the_harness_stops_its_run_resumably_and_starts_no_other(tmp_path: Path) -> None:
+    """SIGTERM to the harness is passed on to the live ``spade train`` (which stops resumably, as a Ctrl-C
+    to it would); no further run starts, no process is left, and the harness exits 130."""
+    runs = tmp_path / "runs"
+    argv = [*TINY, "--name", "tiny", "--parallel", "1", "--records", str(tmp_path / "records"),
+            "--runs", str(runs), "--results", str(tmp_path / "results.md"), "--", *SCRIPTED]  # fmt: skip
+    script = Path(__file__).resolve().parents[1] / "experiments" / "curriculum_auc.py"
+    proc = subprocess.Popen([sys.executable, str(script), *argv], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:  # the first run has started: stop the experiment
+        seen.append(line)
+        if ": training: " in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    out = "".join(seen) + proc.stdout.read()
+    assert proc.wait(timeout=300) == 130, out
+    assert "stopped: the same command skips what is recorded" in out
+    started = [ln for ln in out.splitlines() if ": training: " in ln]
+    assert len(started) == 1 or "wrote" in out, out  # a second run starts only after the first one's record
+    assert len(list((tmp_path / "records").glob("*-s*.json"))) < 4
+    left = subprocess.run(["pgrep", "-f", str(runs)], capture_output=True, text=True, check=False)
+    assert left.stdout == "", left.stdout
 
 
 @pytest.mark.parametrize(
