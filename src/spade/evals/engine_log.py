@@ -25,13 +25,14 @@ def engine_output(out: Path, *, verbose: bool) -> Iterator[Console]:
     """Send the engine's output to a log while the block runs (:func:`spade.console.output_to`); yield the
     terminal's streams.
 
-    The log is ``.<out name>.engine.log`` beside the results folder while the evaluation runs. When the block
+    The log is ``.<out name>.<pid>.engine.log`` beside the results folder while the evaluation runs (the
+    process id: evaluations started in the same second in one folder keep their own logs). When the block
     ends, it moves into the results folder (``out/engine.log``) if the folder was written; otherwise (a
     failure) it stays beside it as ``<out name>.engine.log`` when it holds anything, and is removed when the
     block ended on a stop request or the engine wrote nothing (with the folders made for it). ``Console.log``
     says where it ended up. ``verbose``: nothing is redirected (Python's own ``print`` goes to stderr).
     """
-    log = out.parent / f".{out.name}.{ENGINE_LOG}"
+    log = out.parent / f".{out.name}.{os.getpid()}.{ENGINE_LOG}"
     made = [p for p in (log.parent, *log.parent.parents) if not p.exists()]
     if verbose or not _start(log):  # a folder that cannot be written: the results would fail the same way
         # Nothing is redirected, but what Python code prints (a package's "." per generated item) goes to
@@ -65,7 +66,11 @@ def _start(log: Path) -> bool:
 
 def _place_log(log: Path, out: Path, *, keep: bool) -> Path | None:
     """Where the finished evaluation's engine log goes (see :func:`engine_output`); None: removed."""
-    if not keep or log.stat().st_size == 0:
+    try:
+        empty = log.stat().st_size == 0
+    except FileNotFoundError:  # removed by someone else while the evaluation ran: nothing to place
+        return None
+    if not keep or empty:
         log.unlink(missing_ok=True)
         return None
     final = out / ENGINE_LOG if out.is_dir() else out.parent / f"{out.name}.{ENGINE_LOG}"
