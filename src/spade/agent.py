@@ -18,6 +18,7 @@ from typing import Any
 
 from spade.agent_prompts import HINT_TEMPLATE, opening_messages
 from spade.backends.template import TokenStream, TurnTemplate
+from spade.backends.toolcalls import OPEN as TOOL_CALL_OPEN
 from spade.config import PlayConfig
 from spade.demos import Demo
 from spade.replies import (
@@ -43,6 +44,11 @@ from spade.types import (
 )
 
 LENIENT_MAX_CHARS = 24
+FORMAT_REMINDER = (
+    '[FORMAT] Your tool call could not be read. Call a tool as <tool_call>{"name": "<tool name>", '
+    '"arguments": {<arguments as JSON>}}</tool_call>, or finish with <answer>...</answer>.'
+)
+"""Put before the next observation after a malformed tool call (``play.mask_malformed_tool_calls``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,8 @@ class _Play:
         self.terminated = False
         self.status = PlayStatus.TURN_BUDGET
         self.error = ""
+        self.format_reminder = False
+        """The last reply held a tool call that did not parse: the next observation reminds of the format."""
 
     def prompt(self) -> tuple[int, ...]:
         """The tokens the next reply is sampled from."""
@@ -97,6 +105,13 @@ class _Play:
         if reasoning:
             reply["reasoning_content"] = reasoning
         self.messages.append(reply)
+
+    def drop_last_reply_loss(self) -> None:
+        """Train nothing of the last reply (``play.mask_malformed_tool_calls``)."""
+        self.stream.drop_last_reply_loss()
+        if self.turns:
+            last = self.turns[-1]
+            self.turns[-1] = TurnTokens(last.tokens_T, (0,) * len(last.mask_T), last.sample_logprobs_T)
 
     def add_messages(self, messages: list[Message]) -> None:
         """Append the environment's next messages (observation or tool results)."""
@@ -182,6 +197,9 @@ async def _take_turn(
     if is_tool_env:
         action = body.strip()
         play.well_formed += has_answer(body)
+        if cfg.mask_malformed_tool_calls and not has_answer(body) and TOOL_CALL_OPEN in body:
+            play.drop_last_reply_loss()
+            play.format_reminder = True
     else:
         action = parse_action(reply, cfg.action_mode)
         play.well_formed += _well_formed_game_action(body, action, cfg)
@@ -192,6 +210,8 @@ async def _take_turn(
         play.terminated = terminated
         play.status = PlayStatus.TERMINATED if terminated else PlayStatus.TRUNCATED
         return True
+    if play.format_reminder:
+        next_obs, play.format_reminder = f"{FORMAT_REMINDER}\n\n{next_obs}", False
     play.add_messages([{"role": "user", "content": next_obs}])
     return False
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from spade.config import PlayConfig, RolloutConfig
 from spade.memory import Memory
-from spade.rollout import PlayJob, episode_seeds, paired_jobs, run_jobs
+from spade.rollout import PlayJob, episode_seeds, hint_seeds, paired_jobs, run_jobs
 from spade.sandbox import EnvRunner
 from spade.types import PlayStatus, Policy, Trajectory
 
@@ -57,7 +57,11 @@ class Player:
             plain = paired_jobs(env_id, code, seeds, n_plays, hint=None, hint_plays=0)
             jobs += [dataclasses.replace(j, difficulty=levels.get(env_id)) for j in plain]
             if env_id in hints:  # hinted arm: one code-only hint for every seed, or one hint per seed
-                jobs += [PlayJob(env_id, code, s, h) for s, h in zip(seeds, hints[env_id], strict=False) if h]
+                own = self.rollout.hint_seeds == "own"
+                hinted = hint_seeds(self.seed, step, env_id, hint_plays) if own else seeds
+                jobs += [
+                    PlayJob(env_id, code, s, h) for s, h in zip(hinted, hints[env_id], strict=False) if h
+                ]
         return await self.run(jobs)
 
     def plays_per_env(self, n_envs: int) -> int:

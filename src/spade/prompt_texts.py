@@ -218,3 +218,37 @@ HINT_SYSTEM_TOOLS = """You read the code of a tool-use environment and its task,
 agent who cannot see the code. Give a value-free plan: which kinds of tools to use in which order and what to
 check before finishing, using placeholders instead of concrete ids, names or values. At most {max_words}
 words. Never state the final answer or the exact calls. Reply with the hint only."""
+
+GAMES_SKETCH = '''from spade.env import TextEnv
+
+
+class GridKeysEnv(TextEnv):
+    """One line: what the agent must achieve and how an action reads."""
+
+    max_turns = 12
+    skill = "spatial_reasoning"
+
+    def _reset(self, options):
+        # build the hidden instance from self.rng only; keep every piece of state on self
+        self.target = ...
+        self.progress = 0
+        return self._observe("Goal: ... Actions: ..."), {}
+
+    def step(self, action):
+        # parse the command; answer a garbled one with an explanation, never raise
+        ...
+        if goal_reached:
+            return self.end_turn(self._observe("Solved."), 1.0, True)
+        return self.end_turn(self._observe("..."), 0.0, False)
+
+    def solution(self):
+        # the winning actions of this instance, computed from the state _reset made
+        return [...]
+
+    def _observe(self, text):
+        return f"{text}\\nTurns left: {self.turns_left}"
+
+
+ENV = GridKeysEnv'''
+"""The released prompt's kind of interface guide (``designer.example='sketch'``): the class outline with
+elided bodies, 12 turns in the example, in this implementation's contract."""

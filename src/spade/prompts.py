@@ -76,7 +76,10 @@ class DesignRequest:
     skill: str
     mode: Mode
     worked_example: str
-    """Complete source of a seed environment of the same setting (ignored in ``edit`` mode)."""
+    """Complete source of a seed environment of the same setting, or an outline of the interface with
+    ``sketch`` (ignored in ``edit`` mode)."""
+    sketch: bool = False
+    """``worked_example`` is an outline with elided bodies (``designer.example='sketch'``, as released)."""
     document: CorpusDoc | None = None
     difficulty: Difficulty = "medium"
     examples: tuple[Exemplar, ...] = ()
@@ -233,9 +236,11 @@ def build_design_messages(
             advice=_edit_advice(req.parent.win_rate if req.parent is not None else None)
         )
     else:
+        shown = (
+            "AN OUTLINE of this interface" if req.sketch else "A COMPLETE WORKED EXAMPLE of this interface"
+        )
         body = [
-            f"{contract}\n\nA COMPLETE WORKED EXAMPLE of this interface:\n"
-            f"```python\n{req.worked_example.rstrip()}\n```",
+            f"{contract}\n\n{shown}:\n```python\n{req.worked_example.rstrip()}\n```",
             _examples_block(req.examples, example_chars),
             _negatives_block(req.negatives, example_chars),
         ]

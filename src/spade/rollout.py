@@ -39,6 +39,12 @@ def episode_seeds(run_seed: int, step: int, env_id: str, n: int) -> list[int]:
     return [derive_seed(run_seed, "episode", step, env_id, i) for i in range(n)]
 
 
+def hint_seeds(run_seed: int, step: int, env_id: str, n: int) -> list[int]:
+    """``n`` seeds of an environment's hinted plays of their own (``rollout.hint_seeds='own'``, as released):
+    drawn apart from :func:`episode_seeds`, so the hinted arm plays other instances than the unhinted one."""
+    return [derive_seed(run_seed, "hint-episode", step, env_id, i) for i in range(n)]
+
+
 def paired_jobs(
     env_id: str, source: str, seeds: Sequence[int], plays: int, *, hint: str | None, hint_plays: int
 ) -> list[PlayJob]:

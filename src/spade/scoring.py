@@ -30,10 +30,12 @@ def score_agent(
     plain = [t for t in trajectories if not t.hinted]
     hinted = [t for t in trajectories if t.hinted]
     adv = rw.agent_advantages([t.episode_return for t in plain], [t.env_id for t in plain])
+    # the compact filter drops unfinished plays after their group's advantages were computed with them
+    compacted = [cfg.rollout.compact_filter and t.status is not PlayStatus.TERMINATED for t in plain]
     samples = [
         sample
-        for t, a, drop in zip(plain, adv.advantages_N, adv.drop_N, strict=True)
-        if not (drop and cfg.reward.drop_constant_groups)
+        for t, a, drop, cut in zip(plain, adv.advantages_N, adv.drop_N, compacted, strict=True)
+        if not (drop and cfg.reward.drop_constant_groups) and not cut
         for sample in agent_samples(t, float(a))
     ]
     per_env = env_stats(cfg, plain, hinted)
@@ -49,6 +51,8 @@ def score_agent(
         **prompt_reuse(trajectories),
         **status_counts(plain, "agent"),
     }
+    if cfg.rollout.compact_filter:
+        metrics["agent/compacted"] = float(sum(compacted))
     seeds = [t.success for t in plain if t.env_id.startswith("seed:")]
     if seeds:  # the seed games are the same at every step: wins there are comparable across regenerations
         metrics["agent/win_rate_seeds"] = mean(seeds)

@@ -192,6 +192,7 @@ class TokenStream:
         self._mask: list[int] = [0] * len(self._tokens)
         self._logprobs: list[float] = [0.0] * len(self._tokens)
         self._open_turn = False
+        self._last_reply = (0, 0)
         self.exact = True
         """False once a completion without token ids or logprobs was appended (its text was re-tokenised)."""
 
@@ -240,8 +241,14 @@ class TokenStream:
         if len(logprobs) != len(ids):
             logprobs = [0.0] * len(ids)
             self.exact = False
+        self._last_reply = (len(self._tokens), len(self._tokens) + len(ids))
         self._append(ids, 1, logprobs)
         self._open_turn = True
+
+    def drop_last_reply_loss(self) -> None:
+        """Take the last appended reply out of the loss (mask 0 on its tokens; they stay in the stream)."""
+        start, end = self._last_reply
+        self._mask[start:end] = [0] * (end - start)
 
     def add_messages(
         self,

@@ -45,6 +45,13 @@ class CheckerConfig:
     llm_review: bool = False
     """Last rung: the policy itself reviews each environment that passed every check (fail closed: anything
     but an explicit ACCEPT rejects it, counted as LLM_REVIEW)."""
+    review_temperature: float = 0.0
+    """Sampling temperature of the review (the release samples at 0.3)."""
+    review_max_tokens: int | None = None
+    """New tokens of a review (None: ``designer.hint_max_tokens``; the release allows 16,384)."""
+    review_fail_open: bool = False
+    """Reject only on an explicit verdict other than ACCEPT; a review with no verdict, an empty reply or a
+    failed request accepts (as released). False: fail closed."""
     reward_min: float = -1.0
     """Smallest per-step reward accepted (the sandbox's hard limit, ``sandbox.reward_min``, is wider)."""
     reward_max: float = 1.0

@@ -81,6 +81,14 @@ class DesignerConfig:
     """Target difficulty stated in the designer prompt (the released recipe always asks for medium)."""
     example_code_chars: int = 3000
     """Memory examples longer than this are cut at a line boundary, with a marker saying so."""
+    train_rejected: bool = True
+    """Train every rejected design attempt as a designer sample credited ``reward.invalid_penalty``, so the
+    designer learns what made it fail. False: only accepted designs are trained (the release's rejection
+    sampling); a rejected attempt costs only its retry."""
+    example: Literal["worked", "sketch"] = "worked"
+    """What the games prompt shows of the interface: 'worked', one complete seed environment; 'sketch', an
+    outline of the class with elided bodies (as released). The multi-turn tool contract keeps its own
+    complete example either way."""
     worked_example_chars: int = 12_000
     """Prefer a seed environment within this size as the prompt's complete worked example."""
     hint_temperature: float = 0.3

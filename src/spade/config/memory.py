@@ -29,6 +29,10 @@ class MemoryConfig:
     pool_order: Literal["epochs", "replay"] = "epochs"
     """fixed_pool mode: 'epochs' plays the whole pool without replacement in a new seeded order each epoch
     (as released); 'replay': half of each batch explores unplayed environments, the rest is PLR replay."""
+    top_up: bool = True
+    """Fill a regeneration's slots that got no valid design with archived environments (PLR replay), so
+    every regeneration plays ``designer.envs_per_regen`` environments. False: play only this regeneration's
+    valid designs, as released (the seed library fills in only when none is valid)."""
     enabled: bool = True
     """Use the archive to steer the designer. False is the paper's no-memory ablation: no memory examples
     or negatives in the designer prompt and no replay of designed environments (each regeneration plays only

@@ -43,6 +43,10 @@ class PlayConfig(WinRule):
     would not fit (no reply is ever cut by the context). N: play on while more than N tokens of
     ``context_tokens`` remain after the prompt, each reply capped at what remains beyond those N, so the
     episode stops once N or fewer remain (released: 64)."""
+    mask_malformed_tool_calls: bool = False
+    """A tool-use reply with a ``<tool_call>`` block that parses to no call is not trained on (its tokens get
+    no loss) and the next observation starts with a reminder of the call format, as the released tool-use
+    launchers do (``SPADE_MASK_MALFORMED_TOOLCALL``). False: it is trained like any reply."""
     agent_prompt: AgentPrompt = "compact"
     """How the agent is asked to play: 'compact', a short system prompt for small models; 'released', the
     authors' prompt (no system prompt, "reason step by step", the answer in \\boxed{}; see

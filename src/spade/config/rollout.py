@@ -16,7 +16,14 @@ class RolloutConfig:
     plays_per_env: int = 8
     """Unhinted plays per environment per step (the agent's GRPO group)."""
     hint_plays_per_env: int = 16
-    """Hinted plays per new environment; the paired no-hint arm reuses their seeds."""
+    """Hinted plays per new environment; the paired no-hint arm reuses their seeds (``hint_seeds``)."""
+    hint_seeds: Literal["shared", "own"] = "shared"
+    """'shared': the hinted plays are played on the unhinted plays' seeds, so regret compares the same
+    instances (common random numbers); 'own': on seeds of their own, as released, so the two arms' means
+    are taken over different instances (``reward.regret_estimator`` then sees no shared seed)."""
+    compact_filter: bool = False
+    """Train no agent play that did not terminate (truncated, out of turns or context, failed), after the
+    group advantages are computed with it: the released tool-use recipe's ``--spade-compact-filter``."""
     fill_batch: bool = True
     """When a regeneration has fewer environments than ``designer.envs_per_regen`` (a fixed pool smaller than
     the batch, or too few valid designs), each gets ``ceil(envs_per_regen * plays_per_env / n)`` unhinted

@@ -108,3 +108,8 @@ def _across_sections(cfg: TrainConfig) -> None:
         cfg.memory.enabled or d.edit_fraction == 0.0,
         "memory.enabled=False leaves edit mode without parents: set designer.edit_fraction=0",
     )
+    require(
+        cfg.rollout.hint_seeds == "shared" or d.hint_mode == "code",
+        "rollout.hint_seeds=own plays the hinted arm on instances no instance hint was written for: set "
+        "designer.hint_mode=code",
+    )

@@ -37,6 +37,10 @@ class TrainerConfig:
     """During a step, give every allocation of 1 MiB or more its own memory mapping (Linux/glibc): the
     step's peak stays near its live tensors instead of ≈0.9 GB above them (heap fragmentation), for ≈1.5×
     the step time on CPU. For machines where memory, not time, is short."""
+    loss_aggregation: Literal["token_mean", "sample_mean"] = "token_mean"
+    """How the step's loss averages its tokens: 'token_mean', over every loss token of the step (a long
+    sample weighs more); 'sample_mean', each sample's own token mean, averaged over the step's samples
+    (Slime's default, as released)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip."""
     weight_decay: float = 0.0

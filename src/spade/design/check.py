@@ -44,6 +44,9 @@ class Checks:
     review: bool = False
     """Rung 9: the policy accepts or rejects what the ladder accepted (``checker.llm_review``)."""
     review_tokens: int = 256
+    review_temperature: float = 0.0
+    review_fail_open: bool = False
+    """Reject only on an explicit verdict other than ACCEPT (``checker.review_fail_open``, as released)."""
     setting: Setting = "games"
     max_turns: int = 25
     """Most actions of a scripted solution compared by :meth:`reject_unchanged` (``play.max_turns``)."""
@@ -114,7 +117,8 @@ class Checks:
     async def reviewed(
         self, designs: Sequence[Design], reports: list[CheckReport | None]
     ) -> list[CheckReport | None]:
-        """Rung 9: the policy reviews every accepted environment; no explicit ACCEPT means rejection."""
+        """Rung 9: the policy reviews every accepted environment; no explicit ACCEPT means rejection (with
+        ``review_fail_open``, only an explicit other verdict does)."""
         todo = [i for i, r in enumerate(reports) if r is not None and r.ok]
         prompts = [
             self.policy.template.render(
@@ -129,14 +133,17 @@ class Checks:
             )
             for i in todo
         ]
-        params = SamplingParams(temperature=0.0, max_tokens=self.review_tokens)
+        params = SamplingParams(temperature=self.review_temperature, max_tokens=self.review_tokens)
         replies = await self.policy.sample(prompts, params) if todo else []
         out = list(reports)
         for i, reply in zip(todo, replies, strict=True):
             verdict = review_verdict(reply.text) if reply.finish_reason != "error" else None
             report = reports[i]
-            if report is not None and (verdict or "").strip().upper() != "ACCEPT":
-                why = f"the reviewing model answered {verdict!r}" if verdict else "the review gave no verdict"
-                finding = Finding(FindingCode.LLM_REVIEW, "fatal", "review", f"{why} (fail closed)")
-                out[i] = dataclasses.replace(report, ok=False, findings=(*report.findings, finding))
+            if report is None or (verdict or "").strip().upper() == "ACCEPT":
+                continue
+            if self.review_fail_open and not verdict:
+                continue  # as released: no verdict, an empty reply or a failed request accepts
+            why = f"the reviewing model answered {verdict!r}" if verdict else "the review gave no verdict"
+            finding = Finding(FindingCode.LLM_REVIEW, "fatal", "review", f"{why} (fail closed)")
+            out[i] = dataclasses.replace(report, ok=False, findings=(*report.findings, finding))
         return out

@@ -224,7 +224,9 @@ def build(cfg: TrainConfig, c: Components) -> DesignPhase:
     checks = Checks(
         Checker(cfg.checker, cfg.play), c.runner, c.memory, c.policy, cfg.seed,
         concurrency=cluster.check_concurrency(cfg.cluster), review=cfg.checker.llm_review,
-        review_tokens=d.hint_max_tokens, setting=d.setting, max_turns=cfg.play.max_turns,
+        review_tokens=cfg.checker.review_max_tokens or d.hint_max_tokens,
+        review_temperature=cfg.checker.review_temperature, review_fail_open=cfg.checker.review_fail_open,
+        setting=d.setting, max_turns=cfg.play.max_turns,
         options=reset_options(cfg.play, None),
     )  # fmt: skip
     hinter = Hinter(

@@ -17,6 +17,7 @@ from spade.config import DesignerConfig
 from spade.config.types import Setting
 from spade.corpus import CorpusSampler
 from spade.memory import EnvStatus, Memory
+from spade.prompt_texts import GAMES_SKETCH
 from spade.prompts import DesignRequest, Exemplar, Mode, Negative
 
 
@@ -153,15 +154,18 @@ class Requests:
             parent = rng.choice(candidates) if candidates else None
             mode = "edit" if parent is not None else "generate"
         multi = d.tool_contract == "multi_turn"
-        worked = (
-            tool_prompts.MULTI_TURN_EXAMPLE
-            if multi
-            else pick_worked_example(d.setting, slot.skill, rng, d.worked_example_chars)
-        )
+        sketch = d.example == "sketch" and d.setting == "games"
+        if multi:
+            worked = tool_prompts.MULTI_TURN_EXAMPLE
+        elif sketch:
+            worked = GAMES_SKETCH
+        else:
+            worked = pick_worked_example(d.setting, slot.skill, rng, d.worked_example_chars)
         return DesignRequest(
             skill=slot.skill,
             mode=mode,
             worked_example=worked,
+            sketch=sketch,
             difficulty=d.difficulty,
             document=self.sampler.sample() if self.sampler is not None else None,
             examples=tuple(exemplar(e) for e in examples if parent is None or e.env_id != parent.env_id),

@@ -76,7 +76,7 @@ class SelfPlay(Mode):
         assert c.design is not None  # built for every mode that designs
         designed, metrics = await c.design.run(step)
         stopping.check()  # designs cut by a stop request are no designs to play
-        if not cfg.memory.enabled:  # no-memory ablation: never replay designs
+        if not (cfg.memory.enabled and cfg.memory.top_up):  # play only this regeneration's designs
             current = fresh_only(cfg, c.memory, designed, step)
         else:
             current = top_up(cfg, c.memory, [d.env_id for d in designed if d.valid], step)
@@ -96,7 +96,10 @@ class SelfPlay(Mode):
     ) -> tuple[list[TrainSample], dict[str, Any]]:
         """Add this step's designs to the buffer, extend every window with the step's plays, and score the
         designer samples due at ``step`` (all of them at the run's ``final`` step)."""
-        new = [pending(d, per_env, step) for d in regen.designed] if regen is not None else []
+        designed = regen.designed if regen is not None else ()
+        if not cfg.designer.train_rejected:  # rejection sampling, as released: only accepted designs train
+            designed = tuple(d for d in designed if d.valid)
+        new = [pending(d, per_env, step) for d in designed]
         buffer = cr.observe([*state.credit, *new], per_env)
         due, rest = cr.release_due(buffer, step, cfg.reward.delay, final=final)
         state.credit = list(rest)
@@ -120,7 +123,8 @@ class SelfPlay(Mode):
 
 
 def fresh_only(cfg: TrainConfig, memory: Memory, designed: Sequence[DesignOutcome], step: int) -> list[str]:
-    """The environments to play under the no-memory ablation (``memory.enabled=False``).
+    """The environments to play under the no-memory ablation (``memory.enabled=False``) or without top-up
+    (``memory.top_up=False``, as released).
 
     Only this regeneration's valid designs; designed environments are never replayed. When none is valid
     the seed library (never designed) fills in, so the agent still has something to train on.

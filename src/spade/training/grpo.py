@@ -127,6 +127,7 @@ def grpo_loss_parts(
     tis_on_B: Tensor,
     ref_BT: Tensor | None = None,
     kl_coef: float = 0.0,
+    weights_B: Tensor | None = None,
 ) -> LossParts:
     """The GRPO loss of one micro-batch as token sums.
 
@@ -141,6 +142,8 @@ def grpo_loss_parts(
         tis_on_B: 1.0 for sequences that get the importance correction (stale samples), 0.0 for weight 1.
         ref_BT: reference-model log-probabilities for the KL penalty (needed when ``kl_coef > 0``).
         kl_coef: weight of the k3 KL penalty.
+        weights_B: a weight per sequence on its terms of ``loss_sum`` (e.g. 1 / its loss tokens for a
+            per-sample mean); the other sums stay unweighted token sums. None: 1 each.
     """
     pg_BT, clipped_BT = ppo_clip_terms(new_BT, old_BT, advantages_B, clip)
     weights_BT = importance_weights(old_BT, sample_BT, tis_cap, tis_on_B)
@@ -154,8 +157,9 @@ def grpo_loss_parts(
     with torch.no_grad():
         approx = k3_kl(old_BT, new_BT.detach())
         mismatch = k3_kl(sample_BT, old_BT)
+    weighted_BT = loss_BT if weights_B is None else loss_BT * weights_B[:, None]
     return LossParts(
-        loss_sum=masked_sum(loss_BT, mask_BT),
+        loss_sum=masked_sum(weighted_BT, mask_BT),
         pg_sum=float(masked_sum(pg_BT.detach(), mask_BT)),
         kl_sum=float(masked_sum(kl_BT.detach(), mask_BT)),
         clipped_sum=float(masked_sum(clipped_BT, mask_BT)),

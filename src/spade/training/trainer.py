@@ -157,14 +157,19 @@ class TorchTrainer:
             }
         # Micro-batches never mix roles, so the loss of each role can be reported on its own.
         batches = role_micro_batches(mine, self.cfg.micro_batch_tokens)
+        # the loss's denominator: the step's loss tokens, or its samples with each one's own token mean
+        per_sample = self.cfg.loss_aggregation == "sample_mean"
+        denominator = self._global_tokens(sum(loss_tokens(s) > 0 for s in mine)) if per_sample else tokens
         with compact_heap() if self.cfg.compact_heap else contextlib.nullcontext():
-            parts, role_loss = self._accumulate(batches, scale=world / tokens)
+            parts, role_loss = self._accumulate(batches, scale=world / denominator)
             grad_norm = self._clip_and_step()
         self.step += 1
         metrics = summarise(parts, tokens)
+        metrics["train/loss"] = sum(float(p.loss_sum) for p in parts) / denominator
         for role, loss_sum in role_loss.items():
-            role_tokens = sum(loss_tokens(s) for s in mine if s.role == role)
-            metrics[f"loss/{role}"] = loss_sum / max(role_tokens, 1)
+            role_samples = [s for s in mine if s.role == role and loss_tokens(s) > 0]
+            role_size = len(role_samples) if per_sample else sum(loss_tokens(s) for s in role_samples)
+            metrics[f"loss/{role}"] = loss_sum / max(role_size, 1)
         metrics.update(
             {
                 "train/grad_norm": grad_norm,
@@ -295,6 +300,7 @@ class TorchTrainer:
             tis_on_B=tis_on,
             ref_BT=ref,
             kl_coef=self.cfg.kl_coef,
+            weights_B=self._sample_weights(batch),
         )
         loss = part.loss_sum * scale
         if self.accelerator is not None:
@@ -302,6 +308,12 @@ class TorchTrainer:
         else:
             loss.backward()  # type: ignore[no-untyped-call]
         return dataclasses.replace(part, loss_sum=part.loss_sum.detach())
+
+    def _sample_weights(self, batch: Sequence[TrainSample]) -> torch.Tensor | None:
+        """Each sample's weight in the loss sum: 1 / its loss tokens under ``sample_mean`` (None: 1 each)."""
+        if self.cfg.loss_aggregation != "sample_mean":
+            return None
+        return torch.tensor([1.0 / max(loss_tokens(s), 1) for s in batch], device=self.device)
 
     def _reference_logprobs(
         self, ids: torch.Tensor, attention: torch.Tensor, keep: torch.Tensor
