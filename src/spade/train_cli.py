@@ -29,6 +29,7 @@ import tyro
 from spade import modes, preflight, stopping
 from spade.cluster import ClusterError
 from spade.config import CPU_TINY, PRESETS, ConfigError, TrainConfig, load_file, preset, to_json, to_toml
+from spade.config.recipes import Recipe, apply_recipe
 from spade.console import Console, failure_note, finish_note, run_output, ticking
 from spade.errors import SpadeError
 from spade.memory import Memory
@@ -47,8 +48,12 @@ class TrainArgs:
     config: Annotated[TrainConfig, tyro.conf.arg(name="")] = field(default_factory=lambda: CPU_TINY)
     preset: str = "cpu-tiny"
     """Named defaults the other options override: cpu-tiny (embedded 135M model, 2 CPU cores, minutes),
-    paper (the released games recipe, 8 GPUs) or paper-tool (the released tool-use recipe, 8 GPUs). A config
-    file is given with --config, not here."""
+    paper (the released games recipe, 8 GPUs), paper-tool (the released tool-use recipe, 8 GPUs) or paper-8b
+    (the released 8B games recipe: thinking, KL 0.005). A config file is given with --config, not here."""
+    recipe: Recipe = "spade"
+    """Fields laid over the preset (or config file) before the other options: spade (none: the preset as
+    it is) or released (the authors' released code wherever spade differs; docs/paper-recipe.md lists each
+    field and why spade differs)."""
     config_file: Annotated[Path | None, tyro.conf.arg(name="config", metavar="FILE")] = None
     """Start from this config file instead of a preset: TOML as `spade config` prints it (a hand-written one
     may leave options out: they take their defaults, as in a preset's own file) or JSON (.json: a run's
@@ -75,6 +80,7 @@ def _split(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="spade train", add_help=False)
     parser.add_argument("--preset", default=None)
     parser.add_argument("--config", type=Path, default=None)
+    parser.add_argument("--recipe", default=None)
     parser.add_argument("--resume", type=Path, default=None)
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--steps", type=int, default=None)
@@ -102,7 +108,7 @@ def _parse_args(argv: Sequence[str]) -> TrainArgs:
         f"Run SPADE self-play training. --preset (or --config FILE) chooses the defaults ({', '.join(PRESETS)}; "
         f"now: {source}); every other option overrides one field. See docs/running.md."
     )
-    default = TrainArgs(base, known.preset or "cpu-tiny", known.config)
+    default = TrainArgs(base, known.preset or "cpu-tiny", known.recipe or "spade", known.config)
     if helps and HELP_ALL not in helps:
         own = {f.name: getattr(default, f.name) for f in dataclasses.fields(TrainArgs) if f.name != "config"}
         print(short_help(TrainArgs, base, description, own))
@@ -136,7 +142,7 @@ def _base(known: argparse.Namespace) -> tuple[TrainConfig, str]:
             raise ConfigError(
                 f"--config {known.config} replaces the preset: drop --preset {known.preset} (or --config)"
             )
-        return load_file(known.config), str(known.config)
+        return apply_recipe(load_file(known.config), known.recipe or "spade"), str(known.config)
     name = known.preset or "cpu-tiny"
     if name not in PRESETS and (
         "/" in name or Path(name).suffix in (".toml", ".json") or Path(name).exists()
@@ -145,7 +151,7 @@ def _base(known: argparse.Namespace) -> tuple[TrainConfig, str]:
             f"--preset takes a preset name ({', '.join(PRESETS)}); to start from the config file {name}, pass "
             f"--config {name}"
         )
-    return preset(name), name
+    return apply_recipe(preset(name), known.recipe or "spade"), name
 
 
 def _names_itself(argv: Sequence[str]) -> bool:
@@ -162,7 +168,7 @@ def _resume_args(argv: Sequence[str], known: argparse.Namespace) -> TrainArgs:
     """
     saved = RunDir(known.resume).load_config()
     args = tyro.cli(TrainArgs, default=TrainArgs(saved), args=list(argv), prog="spade train")
-    bases = [name for name in ("preset", "config") if getattr(known, name) is not None]
+    bases = [name for name in ("preset", "config", "recipe") if getattr(known, name) is not None]
     refused = [
         name for name in changed_options(saved, args.config) if name not in (*RUNTIME_OPTIONS, "steps")
     ]

@@ -37,10 +37,19 @@ PAPER_TOOL = load("paper-tool")
 8 steps, KL 0.005, the model's own solvability review, the multi-turn instruction contract in ten realistic
 domains (documents as optional flavour, 4,000 words), hints 2k tokens; otherwise as ``paper``."""
 
+PAPER_8B = load("paper-8b")
+"""The released 8B games recipe (Qwen3-8B): as ``paper``, with thinking on (``model.thinking``), KL 0.005,
+designer 20,000 new tokens and bfloat16 weights."""
+
 CPU_TINY = load("cpu-tiny")
 """Embedded SmolLM2-135M on 2 CPU cores: a complete run in well under 30 minutes."""
 
-PRESETS: dict[str, TrainConfig] = {"paper": PAPER, "paper-tool": PAPER_TOOL, "cpu-tiny": CPU_TINY}
+PRESETS: dict[str, TrainConfig] = {
+    "paper": PAPER,
+    "paper-tool": PAPER_TOOL,
+    "paper-8b": PAPER_8B,
+    "cpu-tiny": CPU_TINY,
+}
 
 
 def preset(name: str) -> TrainConfig:
