@@ -159,7 +159,7 @@ def test_a_config_file_goes_to_config_and_its_bad_values_are_named(
     assert (cfg.steps, cfg.rollout.plays_per_env, cfg.name) == (2, 6, TrainConfig().name)
     assert run_cli(["--preset", str(path)]) == 2
     assert (
-        f"--preset takes a preset name (paper, paper-tool, cpu-tiny); to start from the config file {path}, "
+        f"--preset takes a preset name (paper, paper-tool, paper-8b, cpu-tiny); to start from the config file {path}, "
         f"pass --config {path}" in capsys.readouterr().err
     )
     assert run_cli(["--preset", "paper", "--config", str(path)]) == 2

@@ -95,8 +95,8 @@ class CheckArgs:
     difficulty: int | None = None
     """Level to reset every instance at, as ``play.difficulty`` in training (default: each file's own)."""
     preset: str | None = None
-    """Judge with this training preset's checker settings (``paper``, ``paper-tool``, ``cpu-tiny``; default:
-    the checker's defaults), e.g. ``paper`` rejects a one-reply game."""
+    """Judge with this training preset's checker settings (``paper``, ``paper-tool``, ``paper-8b``,
+    ``cpu-tiny``; default: the checker's defaults), e.g. ``paper`` rejects a one-reply game."""
     against: str | None = None
     """A run directory: also report each accepted file's novelty (behaviour-fingerprint distance to the nearest
     environment of the run's archive)."""

@@ -23,6 +23,7 @@ from spade.options import option_values
 COMMON: tuple[str, ...] = (
     "preset",
     "config",
+    "recipe",
     "steps",
     "seed",
     "name",
@@ -44,7 +45,7 @@ is its ``config_file``) and config options by dotted name."""
 
 HELP_ALL = "--help-all"
 
-_METAVARS = {"preset": "NAME", "config": "FILE", "resume": "RUN_DIR"}
+_METAVARS = {"preset": "NAME", "config": "FILE", "recipe": "NAME", "resume": "RUN_DIR"}
 
 
 def short_help(args_cls: type, cfg: TrainConfig, description: str, own: dict[str, Any]) -> str:
