@@ -1,4 +1,4 @@
-"""Checking one batch of designs: the validation ladder, the novelty of edits and the policy's review.
+"""Checking one batch of designs: the validation ladder, the unchanged-edit rule and the policy's review.
 
 :meth:`Checks.check_all` runs every extracted source through the ladder in the sandbox;
 :meth:`Checks.reject_unchanged` rejects an accepted edit whose scripted solution plays exactly as its parent's;
@@ -29,7 +29,7 @@ from spade.types import Policy, SamplingParams
 
 @dataclass(frozen=True, slots=True)
 class Checks:
-    """Checks each design of a regeneration: the ladder, the novelty of edits and, optionally, the review."""
+    """Checks each design of a regeneration: the ladder, the unchanged-edit rule and, optionally, the review."""
 
     checker: Checker
     runner: EnvRunner
@@ -57,7 +57,7 @@ class Checks:
     async def check(
         self, designs: Sequence[Design], step: int, *, first: int = 0
     ) -> list[CheckReport | None]:
-        """One report per design (None where no code was extracted): the ladder, then the novelty of edits,
+        """One report per design (None where no code was extracted): the ladder, then the unchanged-edit rule,
         then the review. ``first``: the regeneration's index of ``designs[0]`` (retries continue the count),
         which seeds the probes."""
         reports = await self.check_all(designs, step, first=first)
