@@ -47,6 +47,8 @@ def test_the_rehearsal_runs_the_paper_preset_through_the_gpu_path_and_stops_ever
         assert row["fleet/endpoints_up"] == 2
         assert row["cluster/workers_live"] == 2
     assert all(row.get(f"fleet/requests/{i}", 0) > 0 for i in range(2) for row in steps)
+    # the retries ran: no 64-token design passes the checker, so every slot is tried twice
+    assert max(row.get("designer/attempts_mean", 0) for row in steps) > 1
     for heading in ("phase", "design", "check", "play", "update", "weight sync", "projected", "rank 1"):
         assert heading in out.stdout, out.stdout[-3000:]
     seen = json.loads((tmp_path / "rehearse" / "processes.json").read_text())
