@@ -297,3 +297,11 @@ def test_the_domains_folder_needs_a_choice_when_it_holds_several(tmp_path: Path)
     line = suite.workload(_opts(params={"data": str(tmp_path)}, tasks=("retail",))).counted
     assert line.startswith("3 tasks of retail from --data; 1 left out")
     assert sorted(_run(RIGHT, params={"data": str(tmp_path)}, tasks=("retail",))) == ["18", "34", "69"]
+
+
+def test_telecom_is_refused_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "telecom").mkdir()
+    shutil.copytree(DATA, tmp_path / "retail")
+    for data, tasks in ((tmp_path / "telecom", ()), (tmp_path, ("telecom",))):
+        with pytest.raises(EvalError, match=r"the telecom domain is not ported: .*device tools"):
+            Tau2BenchSuite().check(_opts(params={"data": str(data)}, tasks=tasks))

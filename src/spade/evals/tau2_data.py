@@ -25,6 +25,13 @@ from spade.evals.tau2_eval import Task, TaskError, parse_task, unscored_reason
 
 DOMAINS = ("airline", "retail")
 """Domains whose tools are ported."""
+NOT_PORTED = {
+    "telecom": (
+        "its tasks start from initialization_actions on the simulated user's phone, whose 30 device tools the "
+        "user simulator here cannot call, and are scored by ENV_ASSERTION functions over that device"
+    )
+}
+"""tau2 domains this port refuses, and why."""
 FILES = ("db.json", "policy.md", "tasks.json")
 DEFAULT_SPLIT = "base"
 _RECORDS = {
@@ -62,6 +69,9 @@ def domain_folder(suite: str, path: Path, wanted: Sequence[str] = ()) -> Path:
             )
         if chosen:
             path = path / chosen[0]
+    if path.name in NOT_PORTED or (path.is_dir() and set(wanted) & set(NOT_PORTED)):
+        name = path.name if path.name in NOT_PORTED else sorted(set(wanted) & set(NOT_PORTED))[0]
+        raise EvalError(f"{suite}: the {name} domain is not ported: {NOT_PORTED[name]}")
     if not path.is_dir() or path.name not in DOMAINS:
         raise EvalError(
             f"{suite}: --data {path} is not a tau2-bench domain folder of a ported domain ({', '.join(DOMAINS)}): "
