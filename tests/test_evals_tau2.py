@@ -149,7 +149,7 @@ def test_action_basis_needs_the_gold_calls_even_when_the_db_matches() -> None:
 def test_db_check_replays_the_gold_actions_on_a_fresh_db() -> None:
     domain = load_domain("tau2_bench", DATA)
     task = domain.tasks[0]
-    gold, errors = gold_db(task, domain.db, replay_gold)
+    gold, errors = gold_db(task, domain.db, replay_gold("airline"))
     assert errors == []
     assert gold["reservations"]["EHGLP3"]["status"] == "cancelled"
     assert domain.db["reservations"]["EHGLP3"]["status"] is None  # the loaded copy is never touched
@@ -293,9 +293,9 @@ def test_data_path_forms(tmp_path: Path) -> None:
     domains = tmp_path / "domains"
     shutil.copytree(DATA, domains / "airline")
     assert sorted(_run(scripted(RIGHT), params={"data": str(domains)})) == ["0", "1", "2"]
-    shutil.copytree(DATA, tmp_path / "retail")
+    shutil.copytree(DATA, tmp_path / "banking_knowledge")
     with pytest.raises(EvalError, match="not a tau2-bench domain folder of a ported domain"):
-        Tau2BenchSuite().check(_opts(params={"data": str(tmp_path / "retail")}))
+        Tau2BenchSuite().check(_opts(params={"data": str(tmp_path / "banking_knowledge")}))
     with pytest.raises(EvalError, match="pass --data PATH"):
         Tau2BenchSuite().check(EvalOptions())
 

@@ -1,13 +1,18 @@
-"""``tau2_bench``: tau2-bench's airline domain from a local copy (``--data PATH``), agent against simulated user.
+"""``tau2_bench``: tau2-bench's airline and retail domains from a local copy (``--data PATH``), agent against
+simulated user.
 
-Data: the domain folder as the tau2-bench repository publishes it (``data/tau2/domains/airline``):
-``db.json`` (flights, users, reservations), ``policy.md`` (the agent's policy), ``tasks.json`` (a JSON list
-of tasks) and, when present, ``split_tasks.json`` (task ids per split; ``--param split=`` picks one, default
-``base`` as tau2's ``get_tasks``). ``--data`` may also name the folder holding ``airline/``.
+Data: a domain folder as the tau2-bench repository publishes it (``data/tau2/domains/airline`` or
+``.../retail``): ``db.json`` (airline: flights, users, reservations; retail: products, users, orders),
+``policy.md`` (the agent's policy), ``tasks.json`` (a JSON list of tasks) and, when present,
+``split_tasks.json`` (task ids per split; ``--param split=`` picks one, default ``base`` as tau2's
+``get_tasks``). ``--data`` may also name ``data/tau2/domains``: the suite then plays the domain the task
+selection names (``tau2_bench:retail``, as ``acebench:normal`` names a category), or the only ported one
+there; with several and none named it asks for one.
 
-Ports (sierra-research/tau2-bench, MIT licence): the tools and database in :mod:`spade.evals.tau2_airline`
-(``src/tau2/domains/airline/``), the task schema and reward in :mod:`spade.evals.tau2_eval`
-(``src/tau2/data_model/tasks.py``, ``src/tau2/evaluator/``), and here the conversation:
+Ports (sierra-research/tau2-bench, MIT licence): the tools and databases in :mod:`spade.evals.tau2_airline`
+and :mod:`spade.evals.tau2_retail` (``src/tau2/domains/<domain>/``), the task schema and reward in
+:mod:`spade.evals.tau2_eval` (``src/tau2/data_model/tasks.py``, ``src/tau2/evaluator/``), and here the
+conversation:
 
 - the agent (the policy under test) follows ``src/tau2/agent/llm_agent.py``: system prompt
   ``SYSTEM_PROMPT`` (``AGENT_INSTRUCTION`` and the domain policy), the tools as OpenAI schemas rendered by
@@ -27,7 +32,8 @@ model served by an OpenAI-compatible server; the workload line and each item's `
 say which user played. Replies whose tool-call blocks are malformed (or name an unknown tool) get an
 ``Error: ...`` tool result and count as failed calls, as a call to an unknown tool does in tau2. A failed
 model request (agent or user) ends the episode, scored 0 and counted in ``detail.errors``. Tasks this port
-cannot score (``NL_ASSERTION`` or ``ENV_ASSERTION`` in their ``reward_basis``, or an ``initial_state``;
+cannot score (``nl_assertions`` to judge or ``ENV_ASSERTION`` in their ``reward_basis``, or an
+``initial_state``;
 :func:`spade.evals.tau2_eval.unscored_reason`) are left out of the run and counted in the workload line;
 ``--tasks`` takes task ids or the domain name.
 """
@@ -38,17 +44,19 @@ import asyncio
 import copy
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from spade.config import EvalOptions
+from spade.evals import tau2_airline, tau2_retail
 from spade.evals.base import EvalError, ItemResult, Progress, Workload, plural
 from spade.evals.chat import REPLY_CHARS, gather_bounded
 from spade.evals.localdata import data_path, select
-from spade.evals.tau2_airline import TOOL_SCHEMAS, AirlineTools, db_hash, to_json_str
+from spade.evals.tau2_airline import AirlineTools, db_hash, to_json_str
 from spade.evals.tau2_data import Domain, load_domain
-from spade.evals.tau2_eval import Reward, Task, Termination, evaluate, gold_db
+from spade.evals.tau2_eval import Action, Replay, Reward, Task, Termination, evaluate, gold_db
+from spade.evals.tau2_retail import RetailTools
 from spade.evals.tau2_user import (
     POLICY_USER,
     USER_PARAMS,
@@ -60,7 +68,7 @@ from spade.evals.tau2_user import (
     user_server,
 )
 from spade.replies import extract_tool_calls, strip_reasoning
-from spade.types import Message, Policy, SamplingParams, ToolCall
+from spade.types import Message, Policy, SamplingParams, ToolCall, ToolSchema
 
 SUITE = "tau2_bench"
 MAX_STEPS = 200
@@ -110,6 +118,23 @@ USER_SYSTEM = "{guidelines}\n\n<scenario>\n{instructions}\n</scenario>"
 """``user_simulator.SYSTEM_PROMPT``."""
 
 
+class Toolkit(Protocol):
+    """A domain's agent tools over one in-memory database (``AirlineTools``, ``RetailTools``)."""
+
+    db: dict[str, Any]
+
+    def use_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Call tool ``name``; raises what the tool raises."""
+        ...
+
+
+TOOLKITS: dict[str, tuple[Callable[[dict[str, Any]], Toolkit], tuple[ToolSchema, ...]]] = {
+    "airline": (AirlineTools, tau2_airline.TOOL_SCHEMAS),
+    "retail": (RetailTools, tau2_retail.TOOL_SCHEMAS),
+}
+"""Domain -> (its toolkit over a database, the agent's tool schemas)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Rules:
     """How one conversation runs."""
@@ -123,7 +148,8 @@ class Rules:
 class Conversation:
     """One conversation in progress: the two sides' views, the database, and what the reward reads."""
 
-    tools: AirlineTools
+    tools: Toolkit
+    schemas: tuple[ToolSchema, ...]
     agent: list[Message]
     user: list[Message]
     log: list[dict[str, Any]] = field(default_factory=list)
@@ -170,7 +196,7 @@ async def user_turn(
     return content
 
 
-def run_tool(tools: AirlineTools, call: ToolCall) -> tuple[str, bool]:
+def run_tool(tools: Toolkit, call: ToolCall) -> tuple[str, bool]:
     """``Environment.get_response``: the tool's JSON result, or ``Error: ...`` and True when it raised."""
     try:
         return to_json_str(tools.use_tool(call.name, call.arguments)), False
@@ -183,12 +209,12 @@ async def agent_turn(policy: Policy, system: str, talk: Conversation, rules: Rul
     conversation ended meanwhile)."""
     while talk.termination is None:
         text, error = await policy_reply(
-            policy, [{"role": "system", "content": system}, *talk.agent], TOOL_SCHEMAS, rules.sampling
+            policy, [{"role": "system", "content": system}, *talk.agent], talk.schemas, rules.sampling
         )
         if error is not None:
             talk.termination, talk.error = "agent_error", error
             return ""
-        parsed = extract_tool_calls(strip_reasoning(text), list(TOOL_SCHEMAS))
+        parsed = extract_tool_calls(strip_reasoning(text), list(talk.schemas))
         talk.agent.append({"role": "assistant", "content": text})
         if parsed.content:
             talk.texts.append(parsed.content)
@@ -220,9 +246,9 @@ async def converse(
     """Play one conversation of ``task`` (the agent: ``policy``) on a fresh copy of the domain's database."""
     agent_system = AGENT_SYSTEM.format(agent_instruction=AGENT_INSTRUCTION, domain_policy=domain.policy)
     user_system = USER_SYSTEM.format(guidelines=USER_GUIDELINES, instructions=task.scenario)
-    talk = Conversation(
-        AirlineTools(copy.deepcopy(domain.db)), [{"role": "assistant", "content": FIRST_AGENT_MESSAGE}], []
-    )
+    make, schemas = TOOLKITS[domain.name]
+    greeting: Message = {"role": "assistant", "content": FIRST_AGENT_MESSAGE}
+    talk = Conversation(make(copy.deepcopy(domain.db)), schemas, [greeting], [])
     talk.texts.append(FIRST_AGENT_MESSAGE)
     talk.log.append({"role": "assistant", "content": FIRST_AGENT_MESSAGE, "tool_calls": []})
     message = FIRST_AGENT_MESSAGE
@@ -233,11 +259,17 @@ async def converse(
     return talk
 
 
-def replay_gold(db: dict[str, Any], action: Any) -> object:
-    """One gold action on ``db`` (``Environment.make_tool_call``; the airline domain has no user tools)."""
-    if action.requestor != "assistant":
-        raise ValueError("User tools not available")
-    return AirlineTools(db).use_tool(action.name, dict(action.arguments))
+def replay_gold(domain: str) -> Replay:
+    """How a gold action runs on a database of ``domain`` (``Environment.make_tool_call``; airline and
+    retail have no user tools)."""
+    make = TOOLKITS[domain][0]
+
+    def replay(db: dict[str, Any], action: Action) -> object:
+        if action.requestor != "assistant":
+            raise ValueError("User tools not available")
+        return make(db).use_tool(action.name, dict(action.arguments))
+
+    return replay
 
 
 def score(task: Task, talk: Conversation, gold_hash: str) -> Reward:
@@ -277,7 +309,7 @@ def rules_of(opts: EvalOptions) -> Rules:
 def selected(opts: EvalOptions) -> tuple[Domain, list[Task]]:
     """The domain and its selected, scorable tasks (EvalError when ``--tasks`` names a left-out one)."""
     rules_of(opts)
-    domain = load_domain(SUITE, data_path(SUITE, opts), opts.params.get("split"))
+    domain = load_domain(SUITE, data_path(SUITE, opts), opts.params.get("split"), opts.tasks)
     left_out = dict(domain.left_out)
     asked = sorted(set(opts.tasks) & set(left_out))
     if asked:
@@ -287,7 +319,7 @@ def selected(opts: EvalOptions) -> tuple[Domain, list[Task]]:
 
 
 class Tau2BenchSuite:
-    """tau2-bench's airline domain from ``--data`` (see the module docstring)."""
+    """tau2-bench's airline or retail domain from ``--data`` (see the module docstring)."""
 
     name = SUITE
 
@@ -326,7 +358,7 @@ class Tau2BenchSuite:
         server = user_server(SUITE, opts)
         if server is not None:
             await self._probe(server)  # before any conversation (check() could not when a loop was running)
-        gold = {t.task_id: gold_db(t, domain.db, replay_gold) for t in tasks}
+        gold = {t.task_id: gold_db(t, domain.db, replay_gold(domain.name)) for t in tasks}
         jobs = [t for t in tasks for _ in range(opts.episodes)]
         user = make_user(server, policy, rules.sampling, opts)
         try:

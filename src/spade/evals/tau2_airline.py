@@ -42,7 +42,9 @@ from spade.evals.tau2_airline_model import (
     whole_field,
 )
 
-__all__ = ["TOOL_SCHEMAS", "TOOL_TYPES", "AirlineTools", "db_hash", "normalise_db", "to_json_str"]
+__all__ = [
+    "TOOL_SCHEMAS", "TOOL_TYPES", "AirlineTools", "calculate", "db_hash", "normalise_db", "to_json_str",
+]  # fmt: skip
 
 NOW = "2024-05-15T15:00:00"
 """``AirlineTools._get_datetime``: the fixed present of every task."""
@@ -91,6 +93,18 @@ def _arith(node: ast.AST) -> Any:
             raise ValueError("Exponent too large")
         return _OPS[type(node.op)](left, right)
     raise ValueError("Invalid expression")
+
+
+def calculate(expression: str) -> str:
+    """The ``calculate`` tool of airline and retail: arithmetic on digits, ``+ - * /``, parentheses and
+    spaces, rounded to 2 places."""
+    if not all(char in "0123456789+-*/(). " for char in expression):
+        raise ValueError("Invalid characters in expression")
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"invalid syntax ({exc.msg})") from None
+    return str(round(float(_arith(tree)), 2))
 
 
 # -- the tools ---------------------------------------------------------------------------------------------
@@ -283,13 +297,7 @@ class AirlineTools:
 
     def calculate(self, expression: str) -> str:
         """Arithmetic on digits, ``+ - * /``, parentheses and spaces, rounded to 2 places."""
-        if not all(char in "0123456789+-*/(). " for char in expression):
-            raise ValueError("Invalid characters in expression")
-        try:
-            tree = ast.parse(expression, mode="eval")
-        except SyntaxError as exc:
-            raise ValueError(f"invalid syntax ({exc.msg})") from None
-        return str(round(float(_arith(tree)), 2))
+        return calculate(expression)
 
     def cancel_reservation(self, reservation_id: str) -> dict[str, Any]:
         """Refund every payment and mark the reservation cancelled (upstream releases no seats)."""

@@ -1,8 +1,10 @@
 """Reading a tau2-bench domain folder: ``db.json``, ``policy.md``, ``tasks.json`` and ``split_tasks.json``.
 
 The layout is the repository's ``data/tau2/domains/<domain>/`` (sierra-research/tau2-bench): the domain's
-``get_environment`` reads ``db.json`` into its ``FlightDB`` and ``policy.md`` as the agent's policy, and
-``get_tasks`` reads ``tasks.json`` and keeps the ids of a split in ``split_tasks.json`` (default ``base``).
+``get_environment`` reads ``db.json`` into its ``FlightDB`` (airline) or ``RetailDB`` (retail) and
+``policy.md`` as the agent's policy, and ``get_tasks`` reads ``tasks.json`` and keeps the ids of a split in
+``split_tasks.json`` (default ``base``). ``--data`` may name the ``domains/`` folder instead: the domain is
+then the one the task selection names (``tau2_bench:retail``), or the only ported one it holds.
 A missing file, a file that does not parse, or records outside the schema raise one :class:`EvalError`
 naming the file.
 """
@@ -11,16 +13,25 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spade.evals import tau2_retail
 from spade.evals.base import EvalError
 from spade.evals.tau2_airline import normalise_db
 from spade.evals.tau2_eval import Task, TaskError, parse_task, unscored_reason
 
-DOMAINS = ("airline",)
+DOMAINS = ("airline", "retail")
 """Domains whose tools are ported."""
+NOT_PORTED = {
+    "telecom": (
+        "its tasks start from initialization_actions on the simulated user's phone, whose 30 device tools the "
+        "user simulator here cannot call, and are scored by ENV_ASSERTION functions over that device"
+    )
+}
+"""tau2 domains this port refuses, and why."""
 FILES = ("db.json", "policy.md", "tasks.json")
 DEFAULT_SPLIT = "base"
 _RECORDS = {
@@ -45,16 +56,26 @@ class Domain:
     """(task id, why) for tasks of the split this port cannot score."""
 
 
-def domain_folder(suite: str, path: Path) -> Path:
-    """``path`` itself when it is a domain folder, or its ``airline`` subfolder (``data/tau2/domains``)."""
+def domain_folder(suite: str, path: Path, wanted: Sequence[str] = ()) -> Path:
+    """``path`` itself when it is a domain folder; for a folder holding domain folders (``data/tau2/domains``)
+    the one ``wanted`` (the task selection) names, or the only ported one there."""
     if path.is_dir() and path.name not in DOMAINS:
-        for name in DOMAINS:
-            if (path / name).is_dir():
-                return path / name
+        present = [name for name in DOMAINS if (path / name).is_dir()]
+        chosen = [name for name in present if name in wanted] or present
+        if len(chosen) > 1:
+            raise EvalError(
+                f"{suite}: --data {path} holds the domains {', '.join(chosen)}: choose one, "
+                f"e.g. {suite}:{chosen[-1]} (or --tasks {chosen[-1]}), or pass its folder"
+            )
+        if chosen:
+            path = path / chosen[0]
+    if path.name in NOT_PORTED or (path.is_dir() and set(wanted) & set(NOT_PORTED)):
+        name = path.name if path.name in NOT_PORTED else sorted(set(wanted) & set(NOT_PORTED))[0]
+        raise EvalError(f"{suite}: the {name} domain is not ported: {NOT_PORTED[name]}")
     if not path.is_dir() or path.name not in DOMAINS:
         raise EvalError(
             f"{suite}: --data {path} is not a tau2-bench domain folder of a ported domain ({', '.join(DOMAINS)}): "
-            "pass data/tau2/domains/airline of the tau2-bench repository"
+            "pass data/tau2/domains/<domain> of the tau2-bench repository, or data/tau2/domains"
         )
     for name in FILES:
         if not (path / name).is_file():
@@ -69,11 +90,14 @@ def _json(suite: str, file: Path) -> Any:
         raise EvalError(f"{suite}: cannot read {file}: {exc}") from None
 
 
-def _check_db(suite: str, file: Path, db: Any) -> dict[str, Any]:
+def _check_db(suite: str, file: Path, db: Any, domain: str) -> dict[str, Any]:
     if not isinstance(db, dict):
-        raise EvalError(
-            f"{suite}: {file} is not an airline db.json (expected an object of flights, users, reservations)"
-        )
+        raise EvalError(f"{suite}: {file} is not a {domain} db.json (expected an object of tables)")
+    if domain == "retail":
+        try:
+            return tau2_retail.normalise_db(db)
+        except tau2_retail.RetailDataError as exc:
+            raise EvalError(f"{suite}: {file}: {exc}") from None
     for table, fields in _RECORDS.items():
         records = db.get(table)
         if not isinstance(records, dict):
@@ -121,9 +145,10 @@ def _split(suite: str, folder: Path, split: str | None) -> set[str] | None:
     return {str(i) for i in splits[name]}
 
 
-def load_domain(suite: str, path: Path, split: Any = None) -> Domain:
-    """The domain folder ``path`` (or the folder holding it), read and checked (EvalError naming the file)."""
-    folder = domain_folder(suite, path)
+def load_domain(suite: str, path: Path, split: Any = None, wanted: Sequence[str] = ()) -> Domain:
+    """The domain folder ``path`` (or the one of the folder holding it that ``wanted`` names), read and
+    checked (EvalError naming the file)."""
+    folder = domain_folder(suite, path, wanted)
     stamps = tuple((folder / n).stat().st_mtime_ns for n in FILES)
     return _load(suite, str(folder.resolve()), None if split is None else str(split), stamps)
 
@@ -133,7 +158,7 @@ def _load(suite: str, name: str, split: str | None, stamps: tuple[int, ...]) -> 
     """Cached by folder, split and the files' modification times (``check``, ``workload`` and ``run`` all read)."""
     del stamps  # only part of the cache key
     folder = Path(name)
-    db = _check_db(suite, folder / "db.json", _json(suite, folder / "db.json"))
+    db = _check_db(suite, folder / "db.json", _json(suite, folder / "db.json"), folder.name)
     try:
         policy = (folder / "policy.md").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

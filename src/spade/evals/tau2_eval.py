@@ -14,9 +14,11 @@ Ports (sierra-research/tau2-bench, MIT licence):
   arguments when unset), COMMUNICATE (``evaluator_communicate.py``: every ``communicate_info`` string found,
   case-insensitively, in an agent message with commas removed).
 
-Not scored: NL_ASSERTION (tau2 asks an LLM judge) and ENV_ASSERTION (domain assertion functions; the
-airline domain has none). :func:`unscored_reason` names why a task is left out; the suite leaves such
-tasks out of the run and counts them. Tasks with an ``initial_state`` are left out too: this port does not
+NL_ASSERTION scores 1 when the task lists no ``nl_assertions`` (``evaluator_nl_assertions.py`` does so
+without asking its judge; most retail tasks are such); tasks that list some are not scored here (tau2 asks
+an LLM judge), nor ENV_ASSERTION (domain assertion functions; airline and retail have none).
+:func:`unscored_reason` names why a task is left out; the suite leaves such tasks out of the run and
+counts them. Tasks with an ``initial_state`` are left out too: this port does not
 replay initialisation data, actions or a message history.
 """
 
@@ -176,10 +178,13 @@ def unscored_reason(task: Task) -> str:
     """Why this port cannot score ``task`` ('' when it can)."""
     if task.initial_state:
         return "it sets an initial_state (not replayed here)"
-    missing = sorted(set(task.criteria.reward_basis) - SCORED) if task.criteria else []
+    missing = set(task.criteria.reward_basis) - SCORED if task.criteria else set()
+    if task.criteria and not task.criteria.nl_assertions:
+        missing.discard("NL_ASSERTION")  # scores 1 without a judge
     if missing:
         return (
-            f"its reward_basis holds {', '.join(missing)} (not scored here: needs an LLM judge or assertions)"
+            f"its reward_basis holds {', '.join(sorted(missing))} "
+            "(not scored here: needs an LLM judge or assertions)"
         )
     return ""
 
@@ -260,6 +265,8 @@ def evaluate(
     found = tuple(any(a.matches(c) for c in calls) for a in criteria.actions or ())
     if "ACTION" in basis:
         breakdown["ACTION"] = 1.0 if all(found) else 0.0
+    if "NL_ASSERTION" in basis and not criteria.nl_assertions:
+        breakdown["NL_ASSERTION"] = 1.0  # no assertions to judge (unscored_reason leaves the others out)
     said = communicated(texts, criteria.communicate_info)
     if "COMMUNICATE" in basis:
         breakdown["COMMUNICATE"] = 1.0 if all(said) else 0.0
