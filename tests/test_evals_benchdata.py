@@ -18,7 +18,7 @@ from eval_policy_double import ReplyPolicy
 from spade.config import EvalOptions
 from spade.evals.aime import AIMESuite, parse_integer, score_reply
 from spade.evals.base import EvalError, ItemResult
-from spade.evals.gpqa import GPQADiamondSuite, extract_choice
+from spade.evals.gpqa import GPQADiamondSuite, extract_boxed_choice, extract_choice
 from spade.evals.registry import make_suite
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchdata"
@@ -150,24 +150,53 @@ def test_a_malformed_release_line_names_file_and_line(line: str, message: str, t
 # ------------------------------------------------------------------ GPQA-Diamond
 
 
-def _gpqa_answer(right: bool):
+def _gpqa_answer(right: bool, boxed: bool = True):
     def answer(prompt: str) -> str:
         correct = next(text for text in GPQA_RIGHT.values() if text in prompt)
         letter = re.search(rf"^([A-D])\) {re.escape(correct)}$", prompt, re.MULTILINE)
         assert letter is not None
         chosen = letter.group(1) if right else "ABCD"[("ABCD".index(letter.group(1)) + 1) % 4]
-        return f"Thinking it through.\nAnswer: {chosen}"
+        return (
+            f"Thinking it through, \\boxed{{{chosen}}}"
+            if boxed
+            else f"Thinking it through.\nAnswer: {chosen}"
+        )
 
     return answer
 
 
-def test_gpqa_scores_the_chosen_letter() -> None:
-    right = _run(GPQADiamondSuite(), ReplyPolicy(_gpqa_answer(True)), GPQA)
+def test_gpqa_default_prompt_is_boxed_and_graded_by_the_boxed_letter() -> None:
+    policy = ReplyPolicy(_gpqa_answer(True))
+    right = _run(GPQADiamondSuite(), policy, GPQA)
     assert [r.item_id for r in right] == list(GPQA_RIGHT)
     assert [r.scores for r in right] == [(1.0,)] * 3
     assert [r.category for r in right] == ["Physics", "Chemistry", "Biology"]
+    assert {r.detail["prompt"] for r in right} == {"boxed"}
+    assert all(
+        "(A, B, C or D), within \\boxed{}." in p and "Answer: $LETTER" not in p for p in policy.prompts
+    )
     wrong = _run(GPQADiamondSuite(), ReplyPolicy(_gpqa_answer(False)), GPQA)
     assert [r.scores for r in wrong] == [(0.0,)] * 3
+    # Under the boxed prompt an "Answer: X" line is no answer.
+    unboxed = _run(GPQADiamondSuite(), ReplyPolicy(_gpqa_answer(True, boxed=False)), GPQA)
+    assert [r.scores for r in unboxed] == [(0.0,)] * 3
+    assert extract_boxed_choice("\\boxed{A} no, \\boxed{ \\text{(c)} }") == "C"
+    assert extract_boxed_choice("\\boxed{$B$.}") == "B"
+    assert extract_boxed_choice("\\boxed{B) sp3}") is None  # a choice's text is not a letter
+    assert extract_boxed_choice("\\boxed{E}") is None
+    assert extract_boxed_choice("Answer: B") is None
+
+
+def test_gpqa_simple_evals_prompt_is_an_option() -> None:
+    policy = ReplyPolicy(_gpqa_answer(True, boxed=False))
+    right = _run(GPQADiamondSuite(), policy, GPQA, params={"data": str(GPQA), "prompt": "simple-evals"})
+    assert [r.scores for r in right] == [(1.0,)] * 3
+    assert all(p.count("'Answer: $LETTER'") == 1 and "boxed" not in p for p in policy.prompts)
+    boxed = ReplyPolicy(_gpqa_answer(True))
+    scored = _run(GPQADiamondSuite(), boxed, GPQA, params={"data": str(GPQA), "prompt": "simple-evals"})
+    assert [r.scores for r in scored] == [(0.0,)] * 3
+    with pytest.raises(EvalError, match="unknown --param prompt=nope; choose from: boxed, simple-evals"):
+        GPQADiamondSuite().check(EvalOptions(params={"data": str(GPQA), "prompt": "nope"}))
 
 
 def test_gpqa_order_is_fixed_per_item_and_seed() -> None:
