@@ -72,6 +72,9 @@ class EvalArgs(EvalSettings):
     max_turns, context_tokens, demos. Several after one flag or the flag repeated: both add up."""
     top_p: float = EvalOptions().top_p
     """Sampling nucleus (1.0: off)."""
+    top_k: int = EvalOptions().top_k
+    """Sample among the K likeliest tokens only (0: off); sent to every backend that samples (hf, vllm, and
+    OpenAI-compatible servers as vLLM's top_k field; the OpenAI API itself has none and is refused)."""
     run: Annotated[tuple[Path, ...], tyro.conf.UseAppendAction] = ()
     """Evaluate this run's trained policy (its model config, weights from <run>/policy). Repeated (`--run A
     --run B`): evaluate each run on the same items (into <out>/<k>-<run name>) and print their comparison
@@ -129,15 +132,19 @@ def options(args: EvalArgs) -> EvalOptions:
     params: dict[str, Any] = {"preset": args.preset} if args.preset != "default" else {}
     params.update(parse_param(p) for group in args.param for p in group)
     return EvalOptions.of(
-        args, top_p=args.top_p, tasks=tuple(t for t in args.tasks.split(",") if t), params=params
+        args,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        tasks=tuple(t for t in args.tasks.split(",") if t),
+        params=params,
     )
 
 
 def _check(args: EvalArgs) -> None:
     if not args.suites:
         raise EvalError(f"name at least one suite: {', '.join(SUITES)} (e.g. `spade eval reasoning_gym`)")
-    if args.episodes < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.fewshot < 0:
-        raise EvalError("--episodes, --concurrency and --max-tokens must be >= 1 and --fewshot >= 0")
+    if args.episodes < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.fewshot < 0 or args.top_k < 0:
+        raise EvalError("--episodes, --concurrency and --max-tokens must be >= 1, --fewshot and --top-k >= 0")
     if args.solver and args.run:
         raise EvalError("choose one policy: --solver or --run")
     if args.data is not None:

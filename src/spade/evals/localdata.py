@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from spade.config import EvalOptions
 from spade.evals.base import EvalError, ItemResult, Progress, Workload, plural
 from spade.evals.chat import ChatEpisode, Judge, chat_episode, gather_bounded
-from spade.types import Message, Policy, SamplingParams
+from spade.types import Message, Policy
 
 DATA_PARAM = "data"
 """The parameter (``--data PATH`` or ``--param data=PATH``) that names the local copy."""
@@ -184,7 +184,7 @@ async def run_qa(
     suite: str, items: Sequence[QAItem], policy: Policy, opts: EvalOptions, progress: Progress
 ) -> list[ItemResult]:
     """Score every item ``opts.episodes`` times with one reply each (no second try: the benchmarks' rule)."""
-    params = SamplingParams(temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
+    params = opts.sampling()
     jobs = [(item, ep) for item in items for ep in range(opts.episodes)]
     calls = [
         functools.partial(chat_episode, policy, item.messages, params, item.judge, 1) for item, _ in jobs
