@@ -19,7 +19,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +33,7 @@ from rich.console import Console as RichConsole
 from spade import stopping
 from spade.config import EvalOptions, EvalSettings, ModelConfig
 from spade.console import Console, failure_note
+from spade.evals import protocols
 from spade.evals.base import EvalError, Progress, Workload
 from spade.evals.engine_log import engine_output
 from spade.evals.registry import DATA_SUITES, SUITES
@@ -67,6 +68,10 @@ class EvalArgs(EvalSettings):
     """Comma-separated tasks for suites named without their own list (RG tasks, env names, files, folders)."""
     preset: str = "default"
     """Reasoning-Gym task parameters: default (package defaults), hard (the paper's A.3 table), easy."""
+    protocol: protocols.ProtocolName = "default"
+    """Each benchmark's sampling by name: default (the options here) or paper (the paper's samples per item,
+    temperature, top-p and token budget for aime, gpqa_diamond, livecodebench, reasoning_gym, tau2_bench,
+    bfcl, acebench; the table: docs/eval.md). Options given here override the protocol's."""
     param: Annotated[tuple[tuple[str, ...], ...], tyro.conf.UseAppendAction] = ()
     """Task parameters KEY=VALUE (JSON values); `task.KEY=VALUE` for one task; envs: difficulty, action_mode,
     max_turns, context_tokens, demos. Several after one flag or the flag repeated: both add up."""
@@ -221,6 +226,7 @@ def _source(args: EvalArgs) -> Any:
 def run_eval(argv: Sequence[str]) -> int:
     """``spade eval``: returns the exit status (0, or 2 on bad input; a stop request exits 128 + signal)."""
     args = tyro.cli(EvalArgs, args=list(argv), prog="spade eval")
+    given = protocols.explicit_options(argv)
     from spade.evals.runner import SuiteRequest  # noqa: PLC0415 - subcommands import what they need
 
     try:
@@ -231,7 +237,8 @@ def run_eval(argv: Sequence[str]) -> int:
         _check(args)
         opts = options(args)
         requests = [
-            SuiteRequest(*_suite_options(s, opts, args)) for s in suite_selections(args.suites, opts.tasks)
+            SuiteRequest(*suite_options(s, opts, args, given))
+            for s in suite_selections(args.suites, opts.tasks)
         ]
     except EvalError as exc:
         print(f"spade eval: {exc}", file=sys.stderr)
@@ -389,10 +396,11 @@ def suite_selections(words: Sequence[str], tasks: Sequence[str] = ()) -> list[tu
     return out
 
 
-def _suite_options(
-    parsed: tuple[str, tuple[str, ...]], opts: EvalOptions, args: EvalArgs
+def suite_options(
+    parsed: tuple[str, tuple[str, ...]], opts: EvalOptions, args: EvalArgs, given: Collection[str] = ()
 ) -> tuple[str, EvalOptions]:
-    """One suite's options: its tasks, and for envs the run archive and the model's context window."""
+    """One suite's options: its tasks, its ``--protocol`` values (but the options ``given`` on the command
+    line), and for envs the run archive and the model's context window."""
     name, tasks = parsed
     params = dict(opts.params)
     if name == "envs":
@@ -403,7 +411,9 @@ def _suite_options(
         raise EvalError("--run-archive applies to the envs suite only")
     if name in DATA_SUITES and args.data is not None:
         params["data"] = str(args.data)
-    return name, dataclasses.replace(opts, tasks=tasks, params=params)
+    return name, protocols.apply(
+        args.protocol, name, dataclasses.replace(opts, tasks=tasks, params=params), given
+    )
 
 
 def _list_tasks() -> int:
