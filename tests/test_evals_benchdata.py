@@ -18,11 +18,14 @@ from eval_policy_double import ReplyPolicy
 from spade.config import EvalOptions
 from spade.evals.aime import AIMESuite, parse_integer, score_reply
 from spade.evals.base import EvalError, ItemResult
-from spade.evals.gpqa import GPQADiamondSuite, extract_choice
+from spade.evals.gpqa import GPQADiamondSuite, extract_boxed_choice, extract_choice
 from spade.evals.registry import make_suite
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchdata"
 AIME = FIXTURES / "aime.jsonl"
+AIME_RELEASE = FIXTURES / "aime_release" / "aime_2026.jsonl"
+"""The release's prepared layout (``prompt`` messages + ``label``); line 3 is blank, so record 2 is line 4."""
+RELEASE_ANSWERS = {"remainder": 43, "divisors": 9, "binom": 120}
 GPQA = FIXTURES / "gpqa_diamond.csv"
 AIME_ANSWERS = {"0": 24, "1": 0, "2": 37, "3": 56}
 GPQA_RIGHT = {"recFixture0001": "The photon", "recFixture0002": "sp3", "recFixture0003": "The mitochondrion"}
@@ -97,27 +100,103 @@ def test_aime_prompt_selection_and_parquet(tmp_path: Path) -> None:
     assert all(r.scores == (1.0,) for r in results)
 
 
+def _release_answer(right: bool):
+    def answer(prompt: str) -> str:
+        value = next(v for k, v in RELEASE_ANSWERS.items() if k in prompt)
+        return f"Working... \\boxed{{{value if right else value + 1}}}"
+
+    return answer
+
+
+def test_aime_reads_the_release_jsonl_and_sends_its_prompt_as_is(tmp_path: Path) -> None:
+    policy = ReplyPolicy(_release_answer(True))
+    right = _run(AIMESuite(), policy, AIME_RELEASE)
+    assert [r.item_id for r in right] == ["0", "1", "2"]
+    assert [r.scores for r in right] == [(1.0,)] * 3
+    assert [r.detail["expected"] for r in right] == ["43", "9", "120"]
+    assert {r.category for r in right} == {"aime"}
+    # The release's content already holds the instruction: it is not appended a second time.
+    assert all(p.count("within \\boxed{}") == 1 for p in policy.prompts)
+    assert "divided by $100$.\nPlease reason step by step" in policy.prompts[0]
+    wrong = _run(AIMESuite(), ReplyPolicy(_release_answer(False)), AIME_RELEASE)
+    assert [r.scores for r in wrong] == [(0.0,)] * 3
+    # A folder mixing both layouts reads each record by its own fields.
+    (tmp_path / "mixed").mkdir()
+    (tmp_path / "mixed" / "a.jsonl").write_text(AIME_RELEASE.read_text())
+    (tmp_path / "mixed" / "b.jsonl").write_text(AIME.read_text())
+    assert len(_run(AIMESuite(), ReplyPolicy(lambda p: ""), tmp_path / "mixed")) == 7
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"prompt": "Find x.", "label": "3"}', "'prompt' must be a chat message list"),
+        ('{"prompt": [{"role": "user"}], "label": "3"}', "'prompt' must be a chat message list"),
+        ('{"prompt": [{"role": "user", "content": "Find x."}], "label": "x+1"}', "has the label 'x\\+1'"),
+        ('{"prompt": [{"role": "user", "content": "Find x."}]}', "no field 'label'"),
+        ('{"prompt": [{"role": "user", "content": "Find x."}], "label": 3', "line 4 is not JSON"),
+    ],
+)
+def test_a_malformed_release_line_names_file_and_line(line: str, message: str, tmp_path: Path) -> None:
+    lines = AIME_RELEASE.read_text().splitlines()
+    data = tmp_path / "aime_2026.jsonl"
+    data.write_text("\n".join([*lines[:3], line]) + "\n")
+    with pytest.raises(EvalError, match=message) as caught:
+        AIMESuite().check(EvalOptions(params={"data": str(data)}))
+    assert "aime_2026.jsonl" in str(caught.value)
+    assert "line 4" in str(caught.value)
+
+
 # ------------------------------------------------------------------ GPQA-Diamond
 
 
-def _gpqa_answer(right: bool):
+def _gpqa_answer(right: bool, boxed: bool = True):
     def answer(prompt: str) -> str:
         correct = next(text for text in GPQA_RIGHT.values() if text in prompt)
         letter = re.search(rf"^([A-D])\) {re.escape(correct)}$", prompt, re.MULTILINE)
         assert letter is not None
         chosen = letter.group(1) if right else "ABCD"[("ABCD".index(letter.group(1)) + 1) % 4]
-        return f"Thinking it through.\nAnswer: {chosen}"
+        return (
+            f"Thinking it through, \\boxed{{{chosen}}}"
+            if boxed
+            else f"Thinking it through.\nAnswer: {chosen}"
+        )
 
     return answer
 
 
-def test_gpqa_scores_the_chosen_letter() -> None:
-    right = _run(GPQADiamondSuite(), ReplyPolicy(_gpqa_answer(True)), GPQA)
+def test_gpqa_default_prompt_is_boxed_and_graded_by_the_boxed_letter() -> None:
+    policy = ReplyPolicy(_gpqa_answer(True))
+    right = _run(GPQADiamondSuite(), policy, GPQA)
     assert [r.item_id for r in right] == list(GPQA_RIGHT)
     assert [r.scores for r in right] == [(1.0,)] * 3
     assert [r.category for r in right] == ["Physics", "Chemistry", "Biology"]
+    assert {r.detail["prompt"] for r in right} == {"boxed"}
+    assert all(
+        "(A, B, C or D), within \\boxed{}." in p and "Answer: $LETTER" not in p for p in policy.prompts
+    )
     wrong = _run(GPQADiamondSuite(), ReplyPolicy(_gpqa_answer(False)), GPQA)
     assert [r.scores for r in wrong] == [(0.0,)] * 3
+    # Under the boxed prompt an "Answer: X" line is no answer.
+    unboxed = _run(GPQADiamondSuite(), ReplyPolicy(_gpqa_answer(True, boxed=False)), GPQA)
+    assert [r.scores for r in unboxed] == [(0.0,)] * 3
+    assert extract_boxed_choice("\\boxed{A} no, \\boxed{ \\text{(c)} }") == "C"
+    assert extract_boxed_choice("\\boxed{$B$.}") == "B"
+    assert extract_boxed_choice("\\boxed{B) sp3}") is None  # a choice's text is not a letter
+    assert extract_boxed_choice("\\boxed{E}") is None
+    assert extract_boxed_choice("Answer: B") is None
+
+
+def test_gpqa_simple_evals_prompt_is_an_option() -> None:
+    policy = ReplyPolicy(_gpqa_answer(True, boxed=False))
+    right = _run(GPQADiamondSuite(), policy, GPQA, params={"data": str(GPQA), "prompt": "simple-evals"})
+    assert [r.scores for r in right] == [(1.0,)] * 3
+    assert all(p.count("'Answer: $LETTER'") == 1 and "boxed" not in p for p in policy.prompts)
+    boxed = ReplyPolicy(_gpqa_answer(True))
+    scored = _run(GPQADiamondSuite(), boxed, GPQA, params={"data": str(GPQA), "prompt": "simple-evals"})
+    assert [r.scores for r in scored] == [(0.0,)] * 3
+    with pytest.raises(EvalError, match="unknown --param prompt=nope; choose from: boxed, simple-evals"):
+        GPQADiamondSuite().check(EvalOptions(params={"data": str(GPQA), "prompt": "nope"}))
 
 
 def test_gpqa_order_is_fixed_per_item_and_seed() -> None:

@@ -19,7 +19,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,6 +33,7 @@ from rich.console import Console as RichConsole
 from spade import stopping
 from spade.config import EvalOptions, EvalSettings, ModelConfig
 from spade.console import Console, failure_note
+from spade.evals import protocols
 from spade.evals.base import EvalError, Progress, Workload
 from spade.evals.engine_log import engine_output
 from spade.evals.registry import DATA_SUITES, SUITES
@@ -67,11 +68,18 @@ class EvalArgs(EvalSettings):
     """Comma-separated tasks for suites named without their own list (RG tasks, env names, files, folders)."""
     preset: str = "default"
     """Reasoning-Gym task parameters: default (package defaults), hard (the paper's A.3 table), easy."""
+    protocol: protocols.ProtocolName = "default"
+    """Each benchmark's sampling by name: default (the options here) or paper (the paper's samples per item,
+    temperature, top-p and token budget for aime, gpqa_diamond, livecodebench, reasoning_gym, tau2_bench,
+    bfcl, acebench; the table: docs/eval.md). Options given here override the protocol's."""
     param: Annotated[tuple[tuple[str, ...], ...], tyro.conf.UseAppendAction] = ()
     """Task parameters KEY=VALUE (JSON values); `task.KEY=VALUE` for one task; envs: difficulty, action_mode,
     max_turns, context_tokens, demos. Several after one flag or the flag repeated: both add up."""
     top_p: float = EvalOptions().top_p
     """Sampling nucleus (1.0: off)."""
+    top_k: int = EvalOptions().top_k
+    """Sample among the K likeliest tokens only (0: off); sent to every backend that samples (hf, vllm, and
+    OpenAI-compatible servers as vLLM's top_k field; the OpenAI API itself has none and is refused)."""
     run: Annotated[tuple[Path, ...], tyro.conf.UseAppendAction] = ()
     """Evaluate this run's trained policy (its model config, weights from <run>/policy). Repeated (`--run A
     --run B`): evaluate each run on the same items (into <out>/<k>-<run name>) and print their comparison
@@ -129,15 +137,19 @@ def options(args: EvalArgs) -> EvalOptions:
     params: dict[str, Any] = {"preset": args.preset} if args.preset != "default" else {}
     params.update(parse_param(p) for group in args.param for p in group)
     return EvalOptions.of(
-        args, top_p=args.top_p, tasks=tuple(t for t in args.tasks.split(",") if t), params=params
+        args,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        tasks=tuple(t for t in args.tasks.split(",") if t),
+        params=params,
     )
 
 
 def _check(args: EvalArgs) -> None:
     if not args.suites:
         raise EvalError(f"name at least one suite: {', '.join(SUITES)} (e.g. `spade eval reasoning_gym`)")
-    if args.episodes < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.fewshot < 0:
-        raise EvalError("--episodes, --concurrency and --max-tokens must be >= 1 and --fewshot >= 0")
+    if args.episodes < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.fewshot < 0 or args.top_k < 0:
+        raise EvalError("--episodes, --concurrency and --max-tokens must be >= 1, --fewshot and --top-k >= 0")
     if args.solver and args.run:
         raise EvalError("choose one policy: --solver or --run")
     if args.data is not None:
@@ -214,6 +226,7 @@ def _source(args: EvalArgs) -> Any:
 def run_eval(argv: Sequence[str]) -> int:
     """``spade eval``: returns the exit status (0, or 2 on bad input; a stop request exits 128 + signal)."""
     args = tyro.cli(EvalArgs, args=list(argv), prog="spade eval")
+    given = protocols.explicit_options(argv)
     from spade.evals.runner import SuiteRequest  # noqa: PLC0415 - subcommands import what they need
 
     try:
@@ -224,7 +237,8 @@ def run_eval(argv: Sequence[str]) -> int:
         _check(args)
         opts = options(args)
         requests = [
-            SuiteRequest(*_suite_options(s, opts, args)) for s in suite_selections(args.suites, opts.tasks)
+            SuiteRequest(*suite_options(s, opts, args, given))
+            for s in suite_selections(args.suites, opts.tasks)
         ]
     except EvalError as exc:
         print(f"spade eval: {exc}", file=sys.stderr)
@@ -382,10 +396,11 @@ def suite_selections(words: Sequence[str], tasks: Sequence[str] = ()) -> list[tu
     return out
 
 
-def _suite_options(
-    parsed: tuple[str, tuple[str, ...]], opts: EvalOptions, args: EvalArgs
+def suite_options(
+    parsed: tuple[str, tuple[str, ...]], opts: EvalOptions, args: EvalArgs, given: Collection[str] = ()
 ) -> tuple[str, EvalOptions]:
-    """One suite's options: its tasks, and for envs the run archive and the model's context window."""
+    """One suite's options: its tasks, its ``--protocol`` values (but the options ``given`` on the command
+    line), and for envs the run archive and the model's context window."""
     name, tasks = parsed
     params = dict(opts.params)
     if name == "envs":
@@ -396,7 +411,9 @@ def _suite_options(
         raise EvalError("--run-archive applies to the envs suite only")
     if name in DATA_SUITES and args.data is not None:
         params["data"] = str(args.data)
-    return name, dataclasses.replace(opts, tasks=tasks, params=params)
+    return name, protocols.apply(
+        args.protocol, name, dataclasses.replace(opts, tasks=tasks, params=params), given
+    )
 
 
 def _list_tasks() -> int:

@@ -44,6 +44,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from spade.backends.openai_parse import (
     ChatReply,
@@ -58,7 +59,25 @@ from spade.backends.weight_sync import weights_at
 from spade.config import ModelConfig
 from spade.types import ChatTemplate, Completion, Message, SamplingParams, ToolSchema
 
-__all__ = ["ChatReply", "ModelServerDownError", "OpenAIPolicy", "RequestFailedError"]
+__all__ = ["ChatReply", "ModelServerDownError", "OpenAIPolicy", "RequestFailedError", "top_k_refusal"]
+
+OPENAI_API_HOST = "api.openai.com"
+"""The OpenAI API itself, which has no ``top_k`` and answers a request carrying one with a 400."""
+
+
+def top_k_refusal(base_urls: Sequence[str]) -> str | None:
+    """Why ``top_k`` cannot be sent to ``base_urls`` (one of them is the OpenAI API), or None when it can.
+
+    vLLM and SGLang servers read ``top_k`` as a field of the request body (what the ``openai`` client's
+    ``extra_body`` sends), so :meth:`OpenAIPolicy._sampling_body` sends it there whenever it is set.
+    """
+    hosts = [u for u in base_urls if urlsplit(u).hostname == OPENAI_API_HOST]
+    if not hosts:
+        return None
+    return (
+        f"the OpenAI API ({hosts[0]}) has no top_k and rejects requests that carry one: drop --top-k "
+        "(or set it to 0), or serve the model with vLLM or SGLang, which take it"
+    )
 
 
 class OpenAIPolicy(FleetTransport):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from spade.config.errors import require
+from spade.types import SamplingParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,8 @@ class EvalOptions(EvalSettings):
 
     top_p: float = 1.0
     """Sampling nucleus (1.0: off)."""
+    top_k: int = 0
+    """Sample among the K likeliest tokens only (0: off)."""
     tasks: tuple[str, ...] = ()
     """Suite-specific selection: task names, categories, environment names or paths (empty: the default)."""
     params: dict[str, Any] = field(default_factory=dict)
@@ -55,6 +58,12 @@ class EvalOptions(EvalSettings):
         """The options of ``settings`` (a section, the command line's arguments), with ``changes`` on top."""
         values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(EvalSettings)}
         return cls(**{**values, **changes})
+
+    def sampling(self, **changes: Any) -> SamplingParams:
+        """The sampling parameters every suite's replies use (temperature, top-p, top-k, max tokens), with
+        ``changes`` (a suite's stop strings) on top."""
+        values = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
+        return SamplingParams(**{**values, "max_tokens": self.max_tokens, **changes})
 
 
 @dataclass(frozen=True, slots=True)

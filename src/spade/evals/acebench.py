@@ -273,7 +273,7 @@ class ACEBenchSuite:
     async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
         """One reply per turn; an episode scores 1 when every turn of the item is right."""
         items = load_items(opts)
-        params = SamplingParams(temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
+        params = opts.sampling()
         jobs = [item for item in items for _ in range(opts.episodes)]
         calls = [functools.partial(_episode, policy, params, item) for item in jobs]
         outcomes = await gather_bounded(calls, opts.concurrency, progress)

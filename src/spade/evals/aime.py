@@ -4,10 +4,16 @@ Data: the AIME datasets as published by AI-MO (``aimo-validation-aime``), Huggin
 (``aime_2024``), MathArena (``aime_2025``) and others: JSON Lines, JSON, CSV or Parquet (a file or a folder
 of them) whose records carry the problem (``problem``, ``Problem`` or ``question``) and the integer answer
 (``answer`` or ``Answer``), optionally an id (``id``, ``ID``, ``problem_idx``) and a year (``year``), which
-is the item's category (``aime`` without one).
+is the item's category (``aime`` without one). Also the release's prepared JSON Lines (what its
+``prepare_aime_datasets.py`` writes): each line a ``prompt``, the chat message list to send
+(``[{"role": "user", "content": "..."}]``, the ``\\boxed{}`` instruction already in it), and a ``label``,
+the integer answer. A record is read in that layout when it has ``prompt`` or ``label`` and no problem field;
+a line whose ``prompt`` is not such a list or whose ``label`` is not an integer is an error naming the file
+and line.
 
 Prompt: the problem, then "Please reason step by step, and put your final answer within \\boxed{}." (the
-prompt of the DeepSeek-R1 and Qwen evaluations) as one user message; one reply per episode.
+prompt of the DeepSeek-R1 and Qwen evaluations) as one user message; the release's layout sends its
+``prompt`` as it is. One reply per episode.
 
 Score: 1 when the content of the reply's last complete ``\\boxed{}`` is an integer equal to the answer, else
 0. Before comparing, the content loses spaces, ``$``, ``\\,``/``\\!``, thousands separators and a
@@ -28,17 +34,21 @@ from spade.evals.localdata import (
     Record,
     data_path,
     field_of,
-    read_records,
+    read_located,
     select,
     unique_ids,
 )
 from spade.replies import last_boxed
+from spade.types import Message
 
 SUITE = "aime"
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 PROBLEM_FIELDS = ("problem", "Problem", "question")
 ANSWER_FIELDS = ("answer", "Answer")
 ID_FIELDS = ("id", "ID", "problem_idx")
+RELEASE_FIELDS = ("prompt", "label")
+"""The release's prepared layout: the chat messages to send and the answer."""
+_ROLES = frozenset({"system", "user", "assistant"})
 _WRAPPER = re.compile(r"^\\(?:text|textbf|mathrm|mathbf)\{(.*)\}$")
 _NOISE = re.compile(r"\\[,!;: ]|\$|\s|(?<=\d),(?=\d{3}\b)")
 
@@ -64,10 +74,9 @@ def score_reply(reply: str, answer: int) -> tuple[float, str | None]:
 
 def load_items(opts: EvalOptions) -> list[QAItem]:
     """The selected problems of the local copy (EvalError for a bad path or a record without the fields)."""
-    path = data_path(SUITE, opts)
-    records = read_records(SUITE, path)
-    ids = unique_ids([_record_id(r, k) for k, r in enumerate(records)])
-    items = [_item(path.name, k, i, r) for k, (i, r) in enumerate(zip(ids, records, strict=True))]
+    located = read_located(SUITE, data_path(SUITE, opts))
+    ids = unique_ids([_record_id(r, k) for k, (_, r) in enumerate(located)])
+    items = [_item(where, i, r) for i, (where, r) in zip(ids, located, strict=True)]
     return select(SUITE, items, opts, lambda it: (it.item_id, it.category))
 
 
@@ -76,13 +85,25 @@ def _record_id(record: Record, k: int) -> str:
     return next((str(record[f]) for f in ID_FIELDS if record.get(f) is not None), str(k))
 
 
-def _item(source: str, k: int, item_id: str, record: Record) -> QAItem:
-    where = f"{source} record {k}"
-    problem = str(field_of(SUITE, record, PROBLEM_FIELDS, where))
-    raw = field_of(SUITE, record, ANSWER_FIELDS, where)
-    answer = parse_integer(str(raw))
+def is_release_record(record: Record) -> bool:
+    """Whether ``record`` is in the release's prepared layout (``prompt`` + ``label``, no problem field)."""
+    return any(f in record for f in RELEASE_FIELDS) and not any(f in record for f in PROBLEM_FIELDS)
+
+
+def _item(where: str, item_id: str, record: Record) -> QAItem:
+    release = is_release_record(record)
+    if release:
+        messages = release_messages(where, record.get("prompt"))
+        question = str(messages[-1]["content"])
+        raw = field_of(SUITE, record, ("label",), where)
+    else:
+        question = str(field_of(SUITE, record, PROBLEM_FIELDS, where))
+        messages = [{"role": "user", "content": f"{question}\n{INSTRUCTION}"}]
+        raw = field_of(SUITE, record, ANSWER_FIELDS, where)
+    answer = parse_integer(None if raw is None else str(raw))
     if answer is None:
-        raise EvalError(f"{SUITE}: {where} has the answer {raw!r}, not an integer (AIME answers are 0-999)")
+        name = "label" if release else "answer"
+        raise EvalError(f"{SUITE}: {where} has the {name} {raw!r}, not an integer (AIME answers are 0-999)")
 
     def judge(reply: str) -> Verdict:
         score, boxed = score_reply(reply, answer)
@@ -91,9 +112,34 @@ def _item(source: str, k: int, item_id: str, record: Record) -> QAItem:
     return QAItem(
         item_id=item_id,
         category=str(record.get("year") or "aime"),
-        messages=[{"role": "user", "content": f"{problem}\n{INSTRUCTION}"}],
+        messages=messages,
         judge=judge,
-        detail={"question": problem, "expected": str(answer)},
+        detail={"question": question, "expected": str(answer)},
+    )
+
+
+def release_messages(where: str, prompt: object) -> list[Message]:
+    """The release's ``prompt``: a non-empty list of ``{"role", "content"}`` messages ending with the user's
+    (EvalError naming ``where`` otherwise)."""
+    if (
+        not isinstance(prompt, list)
+        or not prompt
+        or not all(_is_message(m) for m in prompt)
+        or prompt[-1]["role"] != "user"
+    ):
+        shown = repr(prompt)
+        raise EvalError(
+            f"{SUITE}: {where}: 'prompt' must be a chat message list ending with the user's, "
+            f'[{{"role": "user", "content": "..."}}] (got {shown[:80]}{"..." if len(shown) > 80 else ""})'
+        )
+    return [{"role": m["role"], "content": m["content"]} for m in prompt]
+
+
+def _is_message(message: object) -> bool:
+    return (
+        isinstance(message, dict)
+        and message.get("role") in _ROLES
+        and isinstance(message.get("content"), str)
     )
 
 

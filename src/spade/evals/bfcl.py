@@ -307,9 +307,7 @@ class BFCLSuite:
         mode: Mode = (
             params.mode if params.mode != "auto" else ("fc" if renders_tools(policy.template) else "prompt")
         )
-        how = _Turns(
-            mode, SamplingParams(opts.temperature, opts.top_p, max_tokens=opts.max_tokens), params.max_steps
-        )
+        how = _Turns(mode, opts.sampling(), params.max_steps)
         gate = asyncio.Semaphore(max(1, opts.concurrency))
         total, done = len(items) * opts.episodes, 0
         limits = Limits(

@@ -190,12 +190,7 @@ class HumanEvalSuite:
             )
         problems = load_problems()
         chosen = select(problems, opts)
-        sampling = SamplingParams(
-            temperature=opts.temperature,
-            top_p=opts.top_p,
-            max_tokens=opts.max_tokens,
-            stop=STOP_SEQUENCES if params.mode == "completion" else (),
-        )
+        sampling = opts.sampling(stop=STOP_SEQUENCES if params.mode == "completion" else ())
         limits = Limits(
             call_timeout_s=params.timeout_s,
             cpu_seconds=math.ceil(params.timeout_s) + 5,

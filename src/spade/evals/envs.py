@@ -129,6 +129,7 @@ def play_config(opts: EvalOptions) -> PlayConfig:
         turn_tokens=min(opts.max_tokens, context),
         temperature=opts.temperature,
         top_p=opts.top_p,
+        top_k=opts.top_k,
         difficulty=None if p.get("difficulty") is None else int(p["difficulty"]),
         demos=int(p.get("demos", 0)),
     )

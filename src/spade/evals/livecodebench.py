@@ -168,7 +168,7 @@ class LiveCodeBenchSuite:
         """Sample ``opts.episodes`` programs per problem and grade each against every test."""
         timeout, _, _ = _params(opts)
         problems = load_problems(opts)
-        sampling = SamplingParams(temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
+        sampling = opts.sampling()
         limits = Limits(
             call_timeout_s=timeout,
             cpu_seconds=math.ceil(timeout) + 5,

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from spade.config import EvalOptions
 from spade.evals.base import EvalError, ItemResult, Progress, Workload, plural
 from spade.evals.chat import ChatEpisode, Judge, chat_episode, gather_bounded
-from spade.types import Message, Policy, SamplingParams
+from spade.types import Message, Policy
 
 DATA_PARAM = "data"
 """The parameter (``--data PATH`` or ``--param data=PATH``) that names the local copy."""
@@ -62,7 +62,13 @@ def data_files(suite: str, path: Path, extensions: Sequence[str] = EXTENSIONS) -
 
 def read_records(suite: str, path: Path, extensions: Sequence[str] = EXTENSIONS) -> list[Record]:
     """Every record of the file or folder ``path`` (EvalError when a file cannot be read or parsed)."""
-    out: list[Record] = []
+    return [record for _, record in read_located(suite, path, extensions)]
+
+
+def read_located(suite: str, path: Path, extensions: Sequence[str] = EXTENSIONS) -> list[tuple[str, Record]]:
+    """Every record of ``path`` with where it is (``aime_2025.jsonl line 3``, ``gpqa.csv row 2``,
+    ``x.json record 0``), for errors that point at the line to fix."""
+    out: list[tuple[str, Record]] = []
     for file in data_files(suite, path, extensions):
         stat = file.stat()
         out += _read_file(suite, str(file), stat.st_mtime_ns, stat.st_size)
@@ -72,39 +78,48 @@ def read_records(suite: str, path: Path, extensions: Sequence[str] = EXTENSIONS)
 
 
 @functools.lru_cache(maxsize=8)
-def _read_file(suite: str, name: str, mtime_ns: int, size: int) -> list[Record]:
-    """One file's records, cached by path, modification time and size (``check``, ``workload`` and ``run``
-    all read the data)."""
+def _read_file(suite: str, name: str, mtime_ns: int, size: int) -> list[tuple[str, Record]]:
+    """One file's records with their places, cached by path, modification time and size (``check``,
+    ``workload`` and ``run`` all read the data)."""
     del mtime_ns, size  # only part of the cache key
     file = Path(name)
     try:
         if file.suffix.lower() == ".parquet":
             import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet copies need it
 
-            rows: list[Any] = pq.read_table(file).to_pylist()
+            rows = [(f"{file.name} row {k}", r) for k, r in enumerate(pq.read_table(file).to_pylist())]
         elif file.suffix.lower() == ".csv":
             with file.open(encoding="utf-8-sig", newline="") as handle:
-                rows = list(csv.DictReader(handle))
+                rows = [(f"{file.name} row {k}", r) for k, r in enumerate(csv.DictReader(handle))]
         else:
-            rows = _json_rows(file.read_text(encoding="utf-8"))
+            rows = _json_rows(file.name, file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise EvalError(f"{suite}: cannot read {file}: {exc}") from None
     except Exception as exc:  # boundary: pyarrow raises its own error types on a damaged file
         raise EvalError(f"{suite}: cannot read {file}: {type(exc).__name__}: {exc}") from None
-    if not all(isinstance(r, dict) for r in rows):
-        raise EvalError(f"{suite}: {file} is not a list of records (JSON objects or table rows)")
+    bad = next((where for where, r in rows if not isinstance(r, dict)), None)
+    if bad is not None:
+        raise EvalError(f"{suite}: {file} is not a list of records (JSON objects or table rows): see {bad}")
     return rows
 
 
-def _json_rows(text: str) -> list[Any]:
+def _json_rows(name: str, text: str) -> list[tuple[str, Any]]:
     """A JSON array (or an object holding one under ``data``), else JSON Lines (one object per line)."""
     try:
         whole = json.loads(text)
     except json.JSONDecodeError:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [_json_line(name, n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if isinstance(whole, dict) and isinstance(whole.get("data"), list):
-        return list(whole["data"])
-    return whole if isinstance(whole, list) else [whole]
+        whole = whole["data"]
+    rows = whole if isinstance(whole, list) else [whole]
+    return [(f"{name} record {k}", r) for k, r in enumerate(rows)]
+
+
+def _json_line(name: str, n: int, line: str) -> tuple[str, Any]:
+    try:
+        return f"{name} line {n}", json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"line {n} is not JSON ({exc.msg} at column {exc.colno})") from None
 
 
 def field_of(suite: str, record: Mapping[str, Any], names: Sequence[str], where: str) -> Any:
@@ -169,7 +184,7 @@ async def run_qa(
     suite: str, items: Sequence[QAItem], policy: Policy, opts: EvalOptions, progress: Progress
 ) -> list[ItemResult]:
     """Score every item ``opts.episodes`` times with one reply each (no second try: the benchmarks' rule)."""
-    params = SamplingParams(temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
+    params = opts.sampling()
     jobs = [(item, ep) for item in items for ep in range(opts.episodes)]
     calls = [
         functools.partial(chat_episode, policy, item.messages, params, item.judge, 1) for item, _ in jobs

@@ -98,11 +98,12 @@ def run_weights(run: Path, checkpoint: int | None) -> tuple[ModelConfig, Path]:
     return cfg.model, weights
 
 
-def load_policy(source: PolicySource, concurrency: int) -> Policy:
+def load_policy(source: PolicySource, concurrency: int, *, top_k: int = 0) -> Policy:
     """Build the policy (engines batch up to ``concurrency`` sequences; see :data:`UNBATCHED_BACKENDS`).
 
     Raises:
-        EvalError: the model, engine or run cannot be loaded; the message says what to do.
+        EvalError: the model, engine or run cannot be loaded, or ``top_k`` (the largest any suite samples
+            with) goes to the OpenAI API, which has none; the message says what to do.
     """
     if source.kind == "solver":
         return ScriptedSolver()
@@ -115,7 +116,11 @@ def load_policy(source: PolicySource, concurrency: int) -> Policy:
         model, weights = run_weights(source.run, source.checkpoint)
     model = dataclasses.replace(model, max_concurrency=max(model.max_concurrency, concurrency))
     if model.backend == "openai":  # a server that is down is one line now, not an outage wait later
-        from spade.preflight import SetupError, check_servers  # noqa: PLC0415 - httpx only for servers
+        from spade.backends.openai_server import top_k_refusal  # noqa: PLC0415 - httpx only for servers
+        from spade.preflight import SetupError, check_servers  # noqa: PLC0415
+
+        if top_k > 0 and (refusal := top_k_refusal(model.openai.base_urls)):
+            raise EvalError(refusal)
 
         try:
             check_servers(model.openai.base_urls)

@@ -50,6 +50,7 @@ def footer(reports: Sequence[SuiteReport]) -> str:
         o = r.opts
         lines.append(
             f"{r.name}: episodes {o.episodes}, fewshot {o.fewshot}, T {o.temperature}, top_p {o.top_p}, "
+            f"{f'top_k {o.top_k}, ' if o.top_k else ''}"
             f"max_tokens {o.max_tokens}, {_turns(r)}, seed {o.seed}, params {o.params or {}}; "
             f"{r.time_s:.1f}s, requests in flight {r.in_flight_share:.0%} of the time"
         )

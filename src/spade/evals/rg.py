@@ -185,7 +185,7 @@ class ReasoningGymSuite:
     async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
         """Score every selected item (see the module docstring)."""
         n = items_per_task(opts)
-        params = SamplingParams(temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
+        params = opts.sampling()
         plans = [self._plan(task, n, opts) for task in self.tasks(opts)]
         jobs = [
             (plan, item, ep)

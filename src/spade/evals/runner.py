@@ -211,7 +211,7 @@ def evaluate(
     if out is not None:
         check_writable(out, overwrite=overwrite)
     built = (
-        load_policy(source, max(r.opts.concurrency for r in reqs))
+        load_policy(source, max(r.opts.concurrency for r in reqs), top_k=max(r.opts.top_k for r in reqs))
         if isinstance(source, PolicySource)
         else source
     )

@@ -300,7 +300,7 @@ def rules_of(opts: EvalOptions) -> Rules:
         raise EvalError(
             f"{SUITE}: unknown --param {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN_PARAMS))}"
         )
-    sampling = SamplingParams(temperature=opts.temperature, top_p=opts.top_p, max_tokens=opts.max_tokens)
+    sampling = opts.sampling()
     return Rules(
         sampling, _whole_param(opts, "max_steps", MAX_STEPS), _whole_param(opts, "max_errors", MAX_ERRORS)
     )
