@@ -133,15 +133,11 @@ def grpo_loss_parts(
 
     Args:
         new_BT: log-probabilities being differentiated.
-        old_BT: the trainer's log-probabilities before the update (no gradient).
-        sample_BT: log-probabilities recorded at sampling.
-        advantages_B: one advantage per sequence.
-        mask_BT: 1.0 on loss tokens.
-        clip: PPO clip range.
-        tis_cap: truncation of the importance weight.
+        old_BT, sample_BT: the trainer's log-probabilities before the update (no gradient); at sampling.
+        advantages_B, mask_BT: one advantage per sequence; 1.0 on loss tokens.
+        clip, tis_cap: PPO clip range; truncation of the importance weight.
         tis_on_B: 1.0 for sequences that get the importance correction (stale samples), 0.0 for weight 1.
-        ref_BT: reference-model log-probabilities for the KL penalty (needed when ``kl_coef > 0``).
-        kl_coef: weight of the k3 KL penalty.
+        ref_BT, kl_coef: reference log-probabilities (needed when ``kl_coef > 0``); weight of the k3 KL.
         weights_B: a weight per sequence on its terms of ``loss_sum`` (e.g. 1 / its loss tokens for a
             per-sample mean); the other sums stay unweighted token sums. None: 1 each.
     """
