@@ -114,7 +114,16 @@ def _interrupt_at(cmd: list[str], marker: str, env: dict[str, str]) -> tuple[int
     [
         (
             "warm start",
-            ["--sft.episodes", "6", "--sft.batch", "1", "--sft.epochs", "3", "--rollout.plays-per-env", "2"],
+            [
+                "--sft.episodes",
+                "4",
+                "--sft.batch",
+                "1",
+                "--rollout.plays-per-env",
+                "2",
+                "--play.max-turns",
+                "3",
+            ],
             "sft: training on",
         ),
         (
