@@ -29,6 +29,7 @@ from spade.evals.acebench_exec import (
 from spade.evals.acebench_scenarios import BaseApi, FoodPlatform, MessageApi, ReminderApi
 from spade.evals.acebench_travel import Travel
 from spade.evals.base import EvalError, ItemResult
+from spade.types import SamplingParams
 
 DATA = Path(__file__).parent / "fixtures" / "benchdata" / "acebench_agent" / "data_en"
 ITEMS = ["agent_multi_step_0", "agent_multi_step_4", "agent_multi_turn_0", "agent_multi_turn_20"]
@@ -344,3 +345,41 @@ def test_spade_eval_acebench_agent_from_the_command_line(tmp_path: Path) -> None
         0.0,
     )  # the scripted model calls no API
     assert set(last["by_category"]) == {"agent_multi_step", "agent_multi_turn"}
+
+
+class _Recorder:
+    """A served-user stand-in: records the messages it is sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[list[dict[str, Any]]] = []
+
+    async def reply(self, messages: list[dict[str, Any]]) -> tuple[str, str | None]:
+        self.sent.append([dict(m) for m in messages])
+        return "user line", None
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "server"}
+
+    async def aclose(self) -> None:
+        """Nothing held."""
+
+
+def test_a_served_user_gets_acebenchs_messages_and_the_policy_its_own_turns_as_assistant() -> None:
+    from spade.evals.acebench_agent import _User, prompts  # noqa: PLC0415 - the conversation's private helper
+    from spade.evals.tau2_user import PolicyUser  # noqa: PLC0415 - only this test builds one
+
+    (item,) = [i for i in _suite_items(EvalOptions(params={"data": str(DATA)})) if i.item_id == ITEMS[2]]
+    served = _Recorder()
+    user = _User(served, item)
+    asyncio.run(user.respond(None))
+    asyncio.run(user.respond("agent:Which message?"))
+    assert [m["role"] for m in served.sent[-1]] == ["system", "user", "system", "user"]
+    assert served.sent[-1][0]["content"] == prompts()["user_base"].format(instruction=item.question)
+    assert served.sent[-1][1]["content"] == "Is there anything you need help with today?"
+    assert served.sent[-1][3]["content"] == "Which message?"  # ACEBench's remove_prefix
+    policy = ReplyPolicy(lambda prompt: "user line")
+    as_policy = _User(PolicyUser(policy, SamplingParams()), item)
+    asyncio.run(as_policy.respond(None))
+    asyncio.run(as_policy.respond("Which message?"))
+    assert [m["role"] for m in as_policy.messages] == ["system", "user", "system", "user", "system"]
+    assert "<|assistant|>user line\n<|user|>Which message?" in policy.prompts[-1]  # its own turn as assistant
