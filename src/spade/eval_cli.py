@@ -55,11 +55,12 @@ class EvalArgs(EvalSettings):
     """Evaluate a policy on held-out suites (see docs/eval.md).
 
     SUITES are suite names (envs, reasoning_gym, math, bfcl, code; with --data PATH: aime, gpqa_diamond,
-    livecodebench, acebench), each optionally with its own task list:
-    `reasoning_gym:basic_arithmetic,leg_counting`; files, folders and environment names after `envs` are its
-    environments (`spade eval envs path/to/pool`). The policy is the model below (default: the embedded
-    SmolLM2-135M on the hf backend), a run's trained policy (--run), or the environments' scripted
-    solutions (--solver, envs only). Evaluation seeds are >= 2**31; training seeds are below.
+    livecodebench, acebench, tau2_bench), each optionally with its own task list:
+    `reasoning_gym:basic_arithmetic,leg_counting`, `acebench:agent` (ACEBench-Agent); files, folders and
+    environment names after `envs` are its environments (`spade eval envs path/to/pool`). The policy is the
+    model below (default: the embedded SmolLM2-135M on the hf backend), a run's trained policy (--run), or
+    the environments' scripted solutions (--solver, envs only). Evaluation seeds are >= 2**31; training
+    seeds are below.
     """
 
     suites: Annotated[tuple[str, ...], tyro.conf.Positional] = ()

@@ -6,9 +6,11 @@ data_<category>.json`` (``id``, ``ground_truth``). ``--data`` takes that folder 
 ``data_en`` is used), or one ``data_<category>.json`` file with its ``possible_answer`` folder beside it.
 
 Coverage: the 12 normal categories (single and parallel calls, similar APIs, preference, the six atom
-categories, the two multi-turn ones) and the 3 special ones (incomplete, error_param, irrelevant) — the
-categories ACEBench scores from one reply. The agent categories (``agent_multi_step``,
-``agent_multi_turn``) need ACEBench's simulated user and its scenario classes; asking for them is an error.
+categories, the two multi-turn ones), the 3 special ones (incomplete, error_param, irrelevant) — the
+categories ACEBench scores from one reply — and the 2 agent ones (``agent_multi_step``,
+``agent_multi_turn``: calls run against ACEBench's scenario classes, with a simulated user in multi-turn;
+:mod:`spade.evals.acebench_agent`, which also says what its ``--param user_*`` and ``max_dialog_turns``
+do). Agent items ACEBench could not run are left out and counted in the workload line with their reason.
 
 Prompt: ACEBench's English system prompt of the category (normal, preference or special, with the
 functions and the item's ``time`` or ``profile``) and its user prompt ("Conversation history 1..t:" and the
@@ -16,11 +18,12 @@ question); one reply per turn. Score: :mod:`spade.evals.acebench_check`. Items a
 in the multi-turn categories, where an item is a dialogue (its ``_k`` turns share the id before the last
 ``_``) that scores 1 only when every turn is right: ACEBench's multi-turn "end accuracy"; the fraction of
 right turns (its "process accuracy") is in ``detail``. Categories are ACEBench's; ``--tasks`` takes
-categories, ``normal``, ``special`` or item ids.
+categories, ``normal``, ``special``, ``agent`` or item ids (``acebench:agent``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,10 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from spade.config import EvalOptions
+from spade.evals import acebench_agent as agent
 from spade.evals.acebench_check import normal_valid, special_valid
-from spade.evals.base import EvalError, ItemResult, Progress, Workload
+from spade.evals.base import EvalError, ItemResult, Progress, Workload, plural
 from spade.evals.chat import ChatEpisode, Verdict, chat_episode, gather_bounded
-from spade.evals.localdata import Record, data_path, field_of, read_records, select, workload_of
+from spade.evals.localdata import Record, data_path, field_of, read_records, select
+from spade.evals.tau2_user import POLICY_USER, UserServer, UserSimulator, make_user, probe, user_server
 from spade.types import Message, Policy, SamplingParams
 
 SUITE = "acebench"
@@ -190,9 +195,7 @@ def _category_files(path: Path, categories: Sequence[str]) -> list[tuple[str, Pa
                 f"{SUITE}: {path} holds no data_<category>.json of ACEBench (give data_all/data_en of its repository)"
             )
     for category, data, answers in pairs:
-        if category in AGENT:
-            raise EvalError(f"{SUITE}: the agent categories need ACEBench's simulated user; not covered here")
-        if category not in NORMAL + SPECIAL:
+        if category not in NORMAL + SPECIAL + AGENT:
             raise EvalError(f"{SUITE}: {data.name} is not an ACEBench category file (data_<category>.json)")
         if not answers.exists():
             raise EvalError(f"{SUITE}: {answers} is missing (ACEBench keeps answers in possible_answer/)")
@@ -229,16 +232,31 @@ def _items(category: str, data: Path, answers: Path) -> list[Item]:
     return [Item(i, category, tuple(turns)) for i, turns in groups.items()]
 
 
-def load_items(opts: EvalOptions) -> list[Item]:
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The selected items, and the agent items left out as ACEBench could not run them (id, reason)."""
+
+    items: list[Item | agent.AgentItem]
+    left_out: list[tuple[str, str]]
+
+
+def load_items(opts: EvalOptions) -> Selection:
     """The selected items (EvalError for a bad path, a missing answer file, records without the fields)."""
     path = _language_folder(data_path(SUITE, opts))
-    items = [i for c, d, a in _category_files(path, NORMAL + SPECIAL) for i in _items(c, d, a)]
-    families = {"normal": "normal", "special": "special"}
+    items: list[Item | agent.AgentItem] = []
+    left_out: list[tuple[str, str]] = []
+    for category, data, answers in _category_files(path, NORMAL + SPECIAL + AGENT):
+        if category in AGENT:
+            scored, left = agent.load_agent(category, data, answers)
+            items += scored
+            left_out += left
+        else:
+            items += _items(category, data, answers)
 
-    def key(item: Item) -> tuple[str, ...]:
-        return (item.item_id, item.category, families[item.category.split("_")[0]])
+    def key(item: Item | agent.AgentItem) -> tuple[str, ...]:
+        return (item.item_id, item.category, item.category.split("_")[0])
 
-    return select(SUITE, items, opts, key)
+    return Selection(select(SUITE, items, opts, key), left_out)
 
 
 def judge(category: str, turn: Turn, reply: str) -> Verdict:
@@ -258,29 +276,94 @@ async def _episode(policy: Policy, params: SamplingParams, item: Item) -> list[C
 
 
 class ACEBenchSuite:
-    """ACEBench normal and special categories from ``--data`` (see the module docstring)."""
+    """ACEBench's normal, special and agent categories from ``--data`` (see the module docstring)."""
 
     name = SUITE
 
+    def __init__(self) -> None:
+        self._probed: set[UserServer] = set()
+
     def check(self, opts: EvalOptions) -> None:
-        """Read the local copy (EvalError for a missing path, missing answers, unknown categories)."""
-        load_items(opts)
+        """Read the local copy and the parameters (EvalError for a missing path, missing answers, unknown
+        categories, bad ``--param``); probe a user server the multi-turn items would talk to."""
+        chosen = load_items(opts).items
+        agent.max_turns(opts)
+        server = user_server(SUITE, opts)
+        if server is not None and _talks(chosen) and not _loop_running():
+            asyncio.run(self._probe(server))
+
+    async def _probe(self, server: UserServer) -> None:
+        if server not in self._probed:
+            await probe(SUITE, server)
+            self._probed.add(server)
 
     def workload(self, opts: EvalOptions) -> Workload:
-        """The selected items (a multi-turn dialogue is one item)."""
-        return workload_of(len(load_items(opts)), opts)
+        """The selected items (a multi-turn dialogue is one item), the agent items left out, who plays the user."""
+        selection = load_items(opts)
+        n = len(selection.items)
+        cap = f" (--limit {opts.limit})" if opts.limit is not None else ""
+        left = "".join(f"; left out {i}: {why}" for i, why in selection.left_out)
+        server = user_server(SUITE, opts)
+        who = (
+            f"; user simulator: {server.label() if server else POLICY_USER}"
+            if _talks(selection.items)
+            else ""
+        )
+        return Workload.of(n, f"{plural(n, 'item')} from --data{cap}{left}{who}", opts)
 
     async def run(self, policy: Policy, opts: EvalOptions, progress: Progress) -> list[ItemResult]:
-        """One reply per turn; an episode scores 1 when every turn of the item is right."""
-        items = load_items(opts)
+        """One reply per turn (an item scores 1 when every turn is right); agent items play their scenario."""
+        items = load_items(opts).items
         params = opts.sampling()
+        turns, server = agent.max_turns(opts), user_server(SUITE, opts)
+        if server is not None and _talks(items):
+            await self._probe(server)  # before any conversation (check() could not when a loop was running)
+        user = make_user(server, policy, params, opts)
         jobs = [item for item in items for _ in range(opts.episodes)]
-        calls = [functools.partial(_episode, policy, params, item) for item in jobs]
-        outcomes = await gather_bounded(calls, opts.concurrency, progress)
-        by_item: dict[str, list[list[ChatEpisode]]] = {}
-        for item, turns in zip(jobs, outcomes, strict=True):
-            by_item.setdefault(item.item_id, []).append(turns)
-        return [_result(item, by_item[item.item_id]) for item in items]
+        try:
+            outcomes = await gather_bounded(
+                [functools.partial(_play, policy, params, user, item, turns) for item in jobs],
+                opts.concurrency,
+                progress,
+            )
+        finally:
+            await user.aclose()
+        by_item: dict[str, list[Any]] = {}
+        for item, outcome in zip(jobs, outcomes, strict=True):
+            by_item.setdefault(item.item_id, []).append(outcome)
+        who = user.describe() if _talks(items) else None
+        return [
+            agent.agent_result(item, by_item[item.item_id], _who(item, who))
+            if isinstance(item, agent.AgentItem)
+            else _result(item, by_item[item.item_id])
+            for item in items
+        ]
+
+
+def _talks(items: Sequence[Item | agent.AgentItem]) -> bool:
+    return any(i.category == "agent_multi_turn" for i in items)
+
+
+def _who(item: agent.AgentItem, user: dict[str, Any] | None) -> dict[str, Any] | None:
+    return user if item.category == "agent_multi_turn" else None
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def _play(
+    policy: Policy, params: SamplingParams, user: UserSimulator, item: Item | agent.AgentItem, turns: int
+) -> Any:
+    if not isinstance(item, agent.AgentItem):
+        return await _episode(policy, params, item)
+    if item.category == "agent_multi_turn":
+        return await agent.play_turn(policy, params, user, item, turns)
+    return await agent.play_step(policy, params, item, turns)
 
 
 def _result(item: Item, episodes: list[list[ChatEpisode]]) -> ItemResult:
