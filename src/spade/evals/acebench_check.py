@@ -71,7 +71,8 @@ def decode_calls(reply: str) -> list[dict[str, dict[str, Any]]] | None:
     return calls
 
 
-def _name(node: ast.expr) -> str:
+def dotted_name(node: ast.expr) -> str:
+    """``a.b.c`` of an attribute chain (a name: itself)."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -100,7 +101,7 @@ def _value(node: ast.expr) -> Any:
             for k, v in zip(node.keys, node.values, strict=True)
         }
     if isinstance(node, ast.Call):
-        return {_name(node.func): {str(k.arg): _value(k.value) for k in node.keywords}}
+        return {dotted_name(node.func): {str(k.arg): _value(k.value) for k in node.keywords}}
     if isinstance(node, ast.Name):
         return node.id
     return ast.unparse(node)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spade.evals.acebench_check import dotted_name
 from spade.evals.acebench_scenarios import BaseApi, FoodPlatform, MessageApi, ReminderApi
 from spade.evals.acebench_travel import Travel
 
@@ -100,16 +101,6 @@ def decode(reply: str) -> list[Call]:
     return []
 
 
-def _dotted(node: ast.expr) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _call(node: ast.Call) -> Call:
     args = {str(k.arg): _value(k.value) for k in node.keywords}
     for key, value in args.items():
@@ -117,7 +108,7 @@ def _call(node: ast.Call) -> Call:
             if not value or not isinstance(next(iter(value.values())), dict):
                 raise DecodeError(f"the dict argument {key} is not a nested call")
             args[key] = NestedCall(str(next(iter(value))))
-    return _dotted(node.func), args
+    return dotted_name(node.func), args
 
 
 def _value(node: ast.expr | None) -> Any:  # noqa: PLR0911 - one case per AST node, as ACEBench's resolver
