@@ -134,9 +134,10 @@ def test_train_help_shows_the_common_options_and_help_all_every_option() -> None
     assert len(lines) <= 100, len(lines)
     assert lines[-1] == "`spade train --help-all` lists every option with its description and default."
     flags = [ln.split()[0].rstrip(",") for ln in lines if ln.startswith("  --")]
-    assert flags[:8] == [
+    assert flags[:9] == [
         "--preset",
         "--config",
+        "--recipe",
         "--steps",
         "--seed",
         "--name",
@@ -150,6 +151,7 @@ def test_train_help_shows_the_common_options_and_help_all_every_option() -> None
         *(f"--{n}" for n in option_values(TrainConfig())),
         "--preset",
         "--config",
+        "--recipe",
         "--resume",
         "--format",
     ]

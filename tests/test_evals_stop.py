@@ -75,7 +75,7 @@ from spade.evals import runner
 
 terminal = os.fdopen(os.dup(2), "w")  # the engine's output is redirected: say it on the real stderr
 
-def load(source, concurrency):  # a model load: one long call that no stop request reaches
+def load(source, concurrency, **options):  # a model load: one long call that no stop request reaches
     print("loading the model", file=terminal, flush=True)
     while True:
         time.sleep(0.05)

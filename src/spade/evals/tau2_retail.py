@@ -25,6 +25,7 @@ from typing import Any
 
 from spade.evals.tau2_airline import calculate
 from spade.evals.tau2_airline_model import text_field
+from spade.errors import SpadeError
 from spade.evals.tau2_tools import tool_schemas, tool_types
 
 TOOL_SCHEMAS = tool_schemas("retail")
@@ -49,7 +50,7 @@ ADDRESS = ("address1", "address2", "city", "country", "state", "zip")
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 
 
-class RetailDataError(ValueError):
+class RetailDataError(SpadeError, ValueError):
     """A record of the retail database is outside ``RetailDB``'s schema (the message says where)."""
 
 
