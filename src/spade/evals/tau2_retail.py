@@ -23,9 +23,9 @@ import copy
 import json
 from typing import Any
 
+from spade.errors import SpadeError
 from spade.evals.tau2_airline import calculate
 from spade.evals.tau2_airline_model import text_field
-from spade.errors import SpadeError
 from spade.evals.tau2_tools import tool_schemas, tool_types
 
 TOOL_SCHEMAS = tool_schemas("retail")
