@@ -81,6 +81,21 @@ def test_summary_has_categories_tasks_and_says_when_it_measures_nothing() -> Non
     assert summarise("s", [ItemResult("s", "x", "c", (0.0,))]).measures_nothing
     as_json = summary.to_dict()
     assert {"suite", "n", "score", "ci95", "by_category"} <= set(as_json)
+    assert as_json["measures"] == {}  # no item carries a secondary score
+
+
+def test_a_secondary_per_episode_score_is_summarised_beside_the_primary() -> None:
+    """ACEBench's process accuracy was kept per item only: the summary and --json left it out."""
+    items = [
+        ItemResult("s", "a", "c", (0.0, 1.0), {"process": [0.5, 1.0]}),
+        ItemResult("s", "b", "c", (0.0,), {"process": [0.25]}),
+        ItemResult("s", "c", "c", (1.0,)),  # not run by the measure's scorer: left out of it
+    ]
+    process = summarise("s", items).measures["process"]
+    assert (process.n, process.items) == (3, 2)
+    assert process.score == pytest.approx((0.75 + 0.25) / 2)
+    assert process.ci95[0] <= process.score <= process.ci95[1]
+    assert summarise("s", items).to_dict()["measures"]["process"]["items"] == 2
 
 
 def test_paired_difference_uses_only_common_items() -> None:

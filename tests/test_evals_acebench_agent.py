@@ -345,6 +345,7 @@ def test_spade_eval_acebench_agent_from_the_command_line(tmp_path: Path) -> None
         0.0,
     )  # the scripted model calls no API
     assert set(last["by_category"]) == {"agent_multi_step", "agent_multi_turn"}
+    assert last["measures"]["process"]["items"] == 4  # ACEBench's process accuracy beside its end state
 
 
 class _Recorder:

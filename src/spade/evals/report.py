@@ -40,6 +40,8 @@ def eval_table(reports: Sequence[SuiteReport]) -> Table:
         if len(groups) > 1 or (groups and groups[0][0] != r.name):
             for name, score in groups:
                 table.add_row(f"  {name}", str(score.n), str(score.items), _score(score), "", "")
+        for name, score in s.measures.items():
+            table.add_row(f"  ({name})", str(score.n), str(score.items), _score(score), "", "secondary score")
     return table
 
 

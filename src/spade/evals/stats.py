@@ -9,7 +9,7 @@ episodes; with one episode per item it is the plain item bootstrap.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,9 @@ from spade.evals.base import ItemResult
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
+MEASURES = ("process",)
+"""Secondary per-episode scores a suite may keep in an item's ``detail`` (a list, one value per episode;
+ACEBench's process accuracy): summarised beside the primary score as ``measures``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,8 @@ class SuiteSummary:
     by_task: dict[str, Score] = field(default_factory=dict)
     errors: int = 0
     """Episodes that failed (environment, model or harness error); they score 0 and stay in ``n``."""
+    measures: dict[str, Score] = field(default_factory=dict)
+    """Secondary scores (:data:`MEASURES`) over the items that carry them, e.g. ``process``."""
 
     @property
     def measures_nothing(self) -> bool:
@@ -59,6 +64,7 @@ class SuiteSummary:
             "errors": self.errors,
             "by_category": {k: v.to_dict() for k, v in self.by_category.items()},
             "by_task": {k: v.to_dict() for k, v in self.by_task.items()},
+            "measures": {k: v.to_dict() for k, v in self.measures.items()},
         }
 
 
@@ -145,7 +151,22 @@ def summarise(suite: str, items: Sequence[ItemResult]) -> SuiteSummary:
         by_category=_grouped(items, lambda r: r.category),
         by_task=_grouped(items, lambda r: r.detail.get("task", "")),
         errors=errors,
+        measures=_measures(items),
     )
+
+
+def _measures(items: Sequence[ItemResult]) -> dict[str, Score]:
+    """Each :data:`MEASURES` score over the items whose ``detail`` holds it as per-episode values."""
+    out = {}
+    for name in MEASURES:
+        scored = [
+            replace(r, scores=tuple(float(v) for v in r.detail[name]))
+            for r in items
+            if isinstance(r.detail.get(name), list) and r.detail[name]
+        ]
+        if scored:
+            out[name] = score_items(scored)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
