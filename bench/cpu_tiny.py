@@ -34,9 +34,9 @@ from spade.backends.batching import BatchingPolicy
 from spade.checker import check_env
 from spade.config import CPU_TINY, TrainConfig
 from spade.design import designer
-from spade.prompts import DesignRequest, Exemplar
+from spade.design.prompts import DesignRequest, Exemplar
+from spade.play.rollout import PlayJob, episode_seeds, run_jobs
 from spade.resources import peak_rss_gb
-from spade.rollout import PlayJob, episode_seeds, run_jobs
 from spade.sandbox import Sandbox
 from spade.types import Policy, SamplingParams
 

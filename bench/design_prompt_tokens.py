@@ -24,10 +24,10 @@ from transformers import AutoTokenizer
 from spade.backends.embedded import resolve_model
 from spade.backends.template import HFChatTemplate
 from spade.config import TrainConfig, preset
-from spade.corpus import CorpusSampler, load_corpus
 from spade.design import request
-from spade.memory import Memory, seed_sources
-from spade.prompts import Exemplar, build_design_messages
+from spade.design.corpus import CorpusSampler, load_corpus
+from spade.design.prompts import Exemplar, build_design_messages
+from spade.memory.archive import Memory, seed_sources
 from spade.types import CorpusDoc, Message
 
 

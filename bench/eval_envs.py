@@ -38,7 +38,7 @@ from spade.evals.chat import gather_bounded
 from spade.evals.envs import play_config, select_items
 from spade.evals.policies import PolicySource, load_policy
 from spade.evals.runner import SuiteRequest, arun
-from spade.rollout import PlayJob, run_jobs
+from spade.play.rollout import PlayJob, run_jobs
 from spade.sandbox import Sandbox
 from spade.types import Completion, Policy, SamplingParams
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from spade.config import CPU_TINY, PAPER, ModelConfig, PlayConfig, ScriptedConfig, TrainConfig
-from spade.train import train
+from spade.run.loop import train
 
 
 def _scripted(base: TrainConfig, root: Path, name: str, max_turns: int) -> TrainConfig:

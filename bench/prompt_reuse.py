@@ -20,7 +20,7 @@ import json
 from spade.backends import make_policy, policy_metrics, prefix_cache_hit_rate
 from spade.config import ModelConfig, PlayConfig, VLLMConfig
 from spade.envs import spec
-from spade.rollout import PlayJob, prompt_reuse, run_jobs
+from spade.play.rollout import PlayJob, prompt_reuse, run_jobs
 from spade.sandbox.inprocess import InProcessSandbox
 
 

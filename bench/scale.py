@@ -1,7 +1,7 @@
 """Episodes per second: the local sandbox against Ray workers on one and on two nodes.
 
 A scripted policy (no model: generation costs nothing) plays a CPU-heavy environment (each step burns
-``--step-ms`` of CPU in the sandboxed child) through :func:`spade.rollout.run_jobs`, the loop's own play
+``--step-ms`` of CPU in the sandboxed child) through :func:`spade.play.rollout.run_jobs`, the loop's own play
 function, with three runners:
 
 * ``episodes_per_s_local``: the sandbox in this process (``cluster.backend=local``);
@@ -33,7 +33,7 @@ from typing import Any
 from spade.backends.scripted import ScriptedPolicy
 from spade.cluster.local import LocalRayCluster, NodeSpec
 from spade.config import ClusterConfig, PlayConfig
-from spade.rollout import PlayJob, run_jobs
+from spade.play.rollout import PlayJob, run_jobs
 from spade.sandbox import EnvRunner, Limits, Sandbox
 
 SOURCE = '''

@@ -41,7 +41,7 @@ def mark_scores(folder: Path) -> dict[str, Any]:
 
 def config_hash(run_root: Path) -> str:
     """The run's config, runtime options, name and runs folder left out, hashed."""
-    from spade.options import RUNTIME_OPTIONS, option_values  # noqa: PLC0415
+    from spade.config.options import RUNTIME_OPTIONS, option_values  # noqa: PLC0415
     from spade.rundir import RunDir  # noqa: PLC0415
 
     cfg = RunDir(run_root).load_config()

@@ -98,7 +98,7 @@ DEFAULT_MARKS = (0, 11_000, 22_000, 33_000, 44_000)
 STEP_TOKENS = {"cpu-tiny": (4000, 1400)}
 """Sampled tokens of a regeneration step and of another step, measured on cpu-tiny self-play: what the plan
 check projects regenerations from (``--step-tokens`` overrides)."""
-SPADE = (sys.executable, "-c", "import sys\nfrom spade.cli import main\nsys.exit(main())")
+SPADE = (sys.executable, "-c", "import sys\nfrom spade.cli.app import main\nsys.exit(main())")
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +195,7 @@ def check_arms(plan: Plan) -> str:
     import contextlib  # noqa: PLC0415
     import io  # noqa: PLC0415
 
-    from spade.train_cli import parse_config  # noqa: PLC0415 - spade is imported only when used
+    from spade.cli.train import parse_config  # noqa: PLC0415 - spade is imported only when used
 
     for arm in plan.arms:
         args = train_command(plan, arm, plan.seeds[0])[1:]

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from spade.report_charts import tokens_before
-from spade.summary import eval_suites
+from spade.cli.report_charts import tokens_before
+from spade.cli.summary import eval_suites
 
 Rows = list[dict[str, Any]]
 MARKERS = ("o", "s", "^", "D", "v")

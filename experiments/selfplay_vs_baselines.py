@@ -79,7 +79,7 @@ PRIMARY = ("fixed_pool", "selfplay")
 PRIMARY_TASKS = "variants:combination_lock"
 VARIANT_TURNS = 25
 """Agent turns on the variants: above every variant's own budget (at most 20), which ends the game first."""
-SPADE = (sys.executable, "-c", "import sys\nfrom spade.cli import main\nsys.exit(main())")
+SPADE = (sys.executable, "-c", "import sys\nfrom spade.cli.app import main\nsys.exit(main())")
 """``spade`` as this interpreter imports it (no console script needed)."""
 
 
@@ -159,7 +159,7 @@ def parse_plan(argv: Sequence[str]) -> Plan:
     a = parser.parse_args(list(argv))
     if a.notes is not None and not a.notes.is_file():  # checked before hours of training, not after
         parser.error(f"--notes {a.notes} is not a file; write the interpretation there or drop --notes")
-    from spade.train_cli import parse_config  # noqa: PLC0415 - spade is imported only when used
+    from spade.cli.train import parse_config  # noqa: PLC0415 - spade is imported only when used
 
     cfg, _ = parse_config(["--preset", a.preset, *a.train_args])
     if a.quick:
@@ -299,7 +299,7 @@ def _intrain_options(plan: Plan) -> list[str]:
 def resume_command(plan: Plan, where: Path) -> list[str]:
     """``spade train --resume``, with the runtime options among the options after ``--`` (``--model.threads
     1``: a resumed run uses the machine as asked; options that change results are the run's own)."""
-    from spade.options import RUNTIME_OPTIONS  # noqa: PLC0415
+    from spade.config.options import RUNTIME_OPTIONS  # noqa: PLC0415
 
     names = [name.replace("_", "-").rpartition(".") for name in RUNTIME_OPTIONS]
     flags = {f"--{head}.{pre}{leaf}" for head, _, leaf in names for pre in ("", "no-")}

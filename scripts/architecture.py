@@ -47,11 +47,11 @@ PARSE_WORDS = ("parse_", "extract_", "boxed", "reasoning", "verdict")
 ``completion``, ``response``) parses model output. Evaluation suites (``spade.evals``) follow each
 benchmark's own rule, and command-line modules parse arguments: neither is counted."""
 REPLY_PARAMS = {"reply", "completion", "text", "response"}
-STEP = "spade.train:run_step"
+STEP = "spade.run.loop:run_step"
 """``module:function``, looked up by the loop in that module's globals: the step (``--step``)."""
 DESIGN = "spade.design.phase:DesignPhase.run"
 """``module:function`` or ``module:Class.method``: the design phase (``--design``)."""
-LOOP = "spade/train.py"
+LOOP = "spade/run/loop.py"
 """The loop's file, under src (``--loop``)."""
 
 
@@ -326,7 +326,7 @@ def traced_step(step: str = STEP, design: str = DESIGN) -> dict[str, Walk]:
     design phase."""
     sys.path.insert(0, str(SRC))  # this tree's package, not an installed one
     from spade import config  # noqa: PLC0415 (after the path above)
-    from spade.cli import main  # noqa: PLC0415 (after the path above)
+    from spade.cli.app import main  # noqa: PLC0415 (after the path above)
 
     homes = ("spade.config", "spade.sandbox.limits")
     config_types = tuple(

@@ -15,9 +15,9 @@ from spade.config import (
     ScriptedConfig,
     TrainConfig,
 )
+from spade.run.loop import train
 from spade.rundir import RunDir
 from spade.sandbox import Limits
-from spade.train import train
 
 
 def tiny_config(runs_dir: Path, name: str = "run", steps: int = 4, **over: object) -> TrainConfig:

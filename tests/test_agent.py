@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from spade import envs
-from spade.agent import Episode, play_episode
 from spade.backends.scripted import ByteTemplate
+from spade.cli.play import ended_line
 from spade.config import PlayConfig
-from spade.play import ended_line
+from spade.play.agent import Episode, play_episode
 from spade.sandbox import Limits, Sandbox
 from spade.sandbox.inprocess import InProcessSandbox
 from spade.types import Completion, FinishReason, PlayStatus, SamplingParams, status_words

@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 
 from spade import envs
-from spade.agent import Episode, play_episode, reply_budget
-from spade.agent_prompts import GAME_SYSTEM, opening_messages, released_game_message
 from spade.backends import prefix_cache_hit_rate
 from spade.backends.embedded import resolve_model
 from spade.backends.scripted import ByteTemplate
 from spade.backends.template import HFChatTemplate, TurnTemplate
 from spade.config import PlayConfig, TrainConfig
+from spade.play.agent import Episode, play_episode, reply_budget
+from spade.play.prompts import GAME_SYSTEM, opening_messages, released_game_message
+from spade.play.rollout import prompt_reuse
 from spade.replies import parse_action, split_reasoning
-from spade.rollout import prompt_reuse
 from spade.sandbox.inprocess import InProcessSandbox
-from spade.scoring import agent_samples, score_agent
+from spade.scoring.samples import agent_samples, score_agent
 from spade.types import Completion, PlayStatus, SamplingParams, Trajectory
 
 QWEN3_STYLE = (Path(__file__).parent / "fixtures" / "chat_templates" / "qwen3_style.jinja").read_text()

@@ -28,7 +28,7 @@ def test_every_layout_target_holds_in_a_traced_step() -> None:
     out = arch.figures(arch.static(), walks)
     assert arch.unmet(out) == []
     assert out["files the config walks in the design phase"] > 0  # the design window was entered
-    assert "spade/train.py" in walks["step"].section_files
+    assert "spade/run/loop.py" in walks["step"].section_files
 
 
 def test_a_missed_target_is_reported() -> None:

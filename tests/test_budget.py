@@ -10,8 +10,8 @@ import pytest
 
 from scripted_run import tiny_config
 from spade.config import ConfigError, TrainConfig
+from spade.run.loop import train
 from spade.rundir import RunDir
-from spade.train import train
 
 
 def _rows(run: RunDir) -> list[dict[str, float]]:

@@ -367,7 +367,7 @@ def test_check_files_exit_codes_and_output(
 
 
 def test_spade_check_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
-    from spade.cli import main  # noqa: PLC0415 - the CLI module is only needed here
+    from spade.cli.app import main  # noqa: PLC0415 - the CLI module is only needed here
 
     path = BROKEN / "missing_step.py"
     assert main(["check", "--seed", "3", str(path)]) == 1
@@ -376,7 +376,7 @@ def test_spade_check_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_spade_check_judges_the_level_asked_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from spade.cli import main  # noqa: PLC0415 - the CLI module is only needed here
+    from spade.cli.app import main  # noqa: PLC0415 - the CLI module is only needed here
 
     path = tmp_path / "lock.py"
     path.write_text(GUESSABLE_LOCK)

@@ -10,7 +10,7 @@ from spade import envs
 from spade.checker import check_files
 from spade.checker.episodes import Episode, StepRecord
 from spade.checker.novelty import Fingerprint, Fingerprints, features, nearest
-from spade.memory import Memory, seed_sources
+from spade.memory.archive import Memory, seed_sources
 from spade.sandbox.inprocess import InProcessSandbox
 
 FIXTURES = Path(__file__).parent / "checker_envs"

@@ -110,7 +110,7 @@ def test_no_seed_environment_is_a_one_reply_game(name: str) -> None:
 
 
 def test_spade_check_judges_with_a_presets_checker(capsys: pytest.CaptureFixture[str]) -> None:
-    from spade.cli import main  # noqa: PLC0415 - the command under test
+    from spade.cli.app import main  # noqa: PLC0415 - the command under test
 
     path = str(FIXTURES / "one_reply.py")
     assert main(["check", "--seed", "11", path]) == 0

@@ -14,7 +14,7 @@ import pytest
 import spade
 from spade import envs
 from spade.config import TrainConfig
-from spade.options import option_values
+from spade.config.options import option_values
 
 ROOT = Path(__file__).parents[1]
 GAMES_WITH_LEVEL_BUDGETS = ["countdown", "knapsack", "seating", "sequences", "sokoban", "switchboard"]
@@ -60,7 +60,7 @@ def test_a_closed_stdout_ends_every_command_quietly(tmp_path: Path, command: str
     assert "Traceback" not in out.stderr
     assert "Broken pipe" not in out.stderr
     if command == "train":  # the run stopped where it printed; it continues with --resume
-        from spade.runs import run_info  # noqa: PLC0415
+        from spade.cli.runs import run_info  # noqa: PLC0415
 
         assert run_info(runs / "t").status == "stopped"
 
@@ -203,7 +203,7 @@ def test_metrics_glossary_covers_every_logged_metric(tmp_path: Path) -> None:
         ScriptedConfig,
         TrainConfig,
     )  # fmt: skip
-    from spade.train import train  # noqa: PLC0415
+    from spade.run.loop import train  # noqa: PLC0415
 
     cfg = TrainConfig(
         name="g", runs_dir=tmp_path, steps=2,

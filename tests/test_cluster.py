@@ -19,7 +19,7 @@ from spade.checker import Checker
 from spade.cluster.placement import ClusterError, ClusterLedger, node_label, parse_resources, pick_worker
 from spade.cluster.worker import EnvWorker
 from spade.config import ClusterConfig, ConfigError, TrainConfig
-from spade.memory import seed_sources
+from spade.memory.archive import seed_sources
 from spade.sandbox import Limits, Sandbox
 from spade.types import Completion, SamplingParams
 from test_train import scripted_config
@@ -83,8 +83,8 @@ def test_cluster_config_errors_say_the_fix(over: dict[str, Any], message: str) -
 
 
 def test_cluster_flags_parse_and_round_trip_through_the_saved_config() -> None:
+    from spade.cli.train import parse_config  # noqa: PLC0415
     from spade.config import from_json, to_json  # noqa: PLC0415
-    from spade.train_cli import parse_config  # noqa: PLC0415
 
     cfg, _ = parse_config(
         ["--model.backend", "scripted", "--cluster.backend", "ray", "--cluster.address", "10.0.0.7:6379",
@@ -115,7 +115,7 @@ def test_ray_backend_without_ray_is_one_line_with_the_install_command(
 
 def test_local_mode_never_imports_ray() -> None:
     code = (
-        "import sys, spade.train, spade.cluster, spade.cli\n"
+        "import sys, spade.run.loop, spade.cluster, spade.cli.app\n"
         "from spade.config import TrainConfig\n"
         "TrainConfig()\n"
         "assert 'ray' not in sys.modules, 'local mode imported ray'\n"
@@ -233,8 +233,8 @@ the suite beside two trainings: these tests are about placement, not start-up sp
 def test_two_node_train_plays_on_both_nodes_and_survives_a_killed_worker(
     two_nodes: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import spade.components  # noqa: PLC0415
-    from spade.train import train  # noqa: PLC0415
+    import spade.run.components  # noqa: PLC0415
+    from spade.run.loop import train  # noqa: PLC0415
 
     local_cfg = scripted_config(tmp_path, "valid", name="local", steps=3)
     ray_cfg = dataclasses.replace(
@@ -249,7 +249,7 @@ def test_two_node_train_plays_on_both_nodes_and_survives_a_killed_worker(
         ),
     )
     wrappers: list[_KillsAWorker] = []
-    real_make_policy = spade.components.make_policy
+    real_make_policy = spade.run.components.make_policy
 
     def make_policy(*args: Any, **kw: Any) -> Any:
         wrappers.append(_KillsAWorker(real_make_policy(*args, **kw)))
@@ -259,9 +259,9 @@ def test_two_node_train_plays_on_both_nodes_and_survives_a_killed_worker(
         if line.startswith("step 1: play"):
             wrappers[-1].armed = True
 
-    monkeypatch.setattr(spade.components, "make_policy", make_policy)
+    monkeypatch.setattr(spade.run.components, "make_policy", make_policy)
     rows = train(ray_cfg, progress=progress).read_metrics()
-    monkeypatch.setattr(spade.components, "make_policy", real_make_policy)
+    monkeypatch.setattr(spade.run.components, "make_policy", real_make_policy)
     expected = train(local_cfg).read_metrics()
 
     per_node = {k.rsplit("/", 1)[1]: v for k, v in rows[0].items() if k.startswith("cluster/instances/")}

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from spade import modes
+from spade.cli.train import config_cli, parse_config, run_cli
 from spade.config import (
     CPU_TINY,
     PAPER,
@@ -36,8 +37,7 @@ from spade.config import (
     to_json,
     to_toml,
 )
-from spade.preflight import check_names
-from spade.train_cli import config_cli, parse_config, run_cli
+from spade.run.preflight import check_names
 
 FIXTURES = Path(__file__).parent / "fixtures" / "presets"
 
@@ -205,7 +205,7 @@ def test_names_are_checked_against_their_registries(change: dict[str, object], f
 
 def test_a_library_call_of_train_checks_the_names_before_writing(tmp_path: Path) -> None:
     from scripted_run import tiny_config  # noqa: PLC0415 - a test helper module beside this one
-    from spade.train import train  # noqa: PLC0415 - the loop, needed by this test only
+    from spade.run.loop import train  # noqa: PLC0415 - the loop, needed by this test only
 
     cfg = tiny_config(tmp_path, designer=DesignerConfig(skills=("juggling",)))
     with pytest.raises(ConfigError, match="choose from"):
@@ -354,7 +354,7 @@ def test_old_flat_model_config_is_migrated_when_a_run_is_resumed(tmp_path: Path)
 
 
 def test_eval_options_are_defined_once_and_keep_each_commands_defaults() -> None:
-    from spade.eval_cli import EvalArgs, options  # noqa: PLC0415 - the command line under test
+    from spade.cli.eval import EvalArgs, options  # noqa: PLC0415 - the command line under test
 
     shared = {f.name for f in dataclasses.fields(EvalSettings)}
     assert shared <= {f.name for f in dataclasses.fields(EvalArgs)}

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from scripted_run import tiny_config
+from spade.cli.console import Ticker, engine_log_name
 from spade.config import DesignerConfig
-from spade.console import Ticker, engine_log_name
-from spade.scoring import update_line
-from spade.train import train
+from spade.run.loop import train
+from spade.scoring.samples import update_line
 
 ENGINE = "INFO 12-05 16:04:39 [loader.py:42] Failed to load weights"
 
 CHATTY = f"""
 import os, sys
-from spade import train_cli
+from spade.cli import train as train_cli
 from spade.rundir import RunDir
 
 def chatty(args, cfg, run_dir, steps, runtime, *, console):  # an engine writing from native code and Python

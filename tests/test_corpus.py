@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spade.corpus import (
+from spade.design.corpus import (
     TRUNCATION_MARKER,
     Corpus,
     CorpusError,

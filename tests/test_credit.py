@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from spade.config import RewardConfig
-from spade.credit import DueCredit, EnvStats, PendingCredit, credit_rewards, observe, release_due
+from spade.scoring.credit import DueCredit, EnvStats, PendingCredit, credit_rewards, observe, release_due
 
 DELAY = 2
 

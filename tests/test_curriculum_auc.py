@@ -20,8 +20,8 @@ import auc_report as report
 import auc_stats as stats
 import curriculum_auc as exp
 
-from spade.report import write_report
-from spade.train_cli import parse_config
+from spade.cli.report import write_report
+from spade.cli.train import parse_config
 from spade.training import sft
 
 SCRIPTED = ["--model.backend", "scripted", "--model.scripted.behaviour", "valid", "--play.turn-tokens", "256",
@@ -193,7 +193,7 @@ def test_a_delay_equal_to_the_interval_credits_every_regenerations_designs(tmp_p
     when the next regeneration replaces them, and the last ones at the run's final step."""
     from scripted_run import tiny_config  # noqa: PLC0415 - the tests' scripted run helper
     from spade.config import RewardConfig  # noqa: PLC0415
-    from spade.train import train  # noqa: PLC0415
+    from spade.run.loop import train  # noqa: PLC0415
 
     run = train(tiny_config(tmp_path, steps=6, reward=RewardConfig(variant="regret", delay=2)))
     rows = run.read_metrics()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from spade import envs
-from spade.agent import Episode, play_episode
 from spade.config import PlayConfig
-from spade.demos import DEMO_SEED_BASE, Demo, demo_messages, demo_seed, demos_by_env, record_demo
-from spade.rollout import PlayJob, episode_seeds, run_jobs
+from spade.play.agent import Episode, play_episode
+from spade.play.demos import DEMO_SEED_BASE, Demo, demo_messages, demo_seed, demos_by_env, record_demo
+from spade.play.rollout import PlayJob, episode_seeds, run_jobs
 from spade.sandbox import Sandbox
 from spade.sandbox.inprocess import InProcessSandbox
 from test_agent import CannedPolicy

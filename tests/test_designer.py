@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from spade import prompt_texts, prompts, replies, tool_prompts
-from spade.design import designer
+from spade import replies
+from spade.design import designer, prompt_texts, prompts, tool_prompts
 from spade.design import request as planner
 from spade.design.designer import Design, apply_patch, patched_code
+from spade.design.prompts import DesignRequest, Exemplar, Negative, build_design_messages
 from spade.envs.loader import load_env_factory
-from spade.prompts import DesignRequest, Exemplar, Negative, build_design_messages
 from spade.replies import Extraction, patch_blocks
 from spade.skills import GAME_SKILLS, TOOL_SKILLS
 from spade.types import Completion, CorpusDoc, Message, Policy, SamplingParams

@@ -19,13 +19,13 @@ import httpx
 import pytest
 
 from scripted_run import tiny_config, tiny_run
-from spade.cli import main
+from spade.cli.app import main
+from spade.cli.train import _failure
 from spade.ecosystem.remote import RemoteEnvError, pool_sources, remote_target
-from spade.preflight import SetupError, check_pool
+from spade.run.loop import train
+from spade.run.preflight import SetupError, check_pool
 from spade.rundir import RunDir
 from spade.sandbox import Sandbox
-from spade.train import train
-from spade.train_cli import _failure
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

@@ -15,7 +15,7 @@ from spade.design.edits import (
     mechanical_edit,
     numbered,
 )
-from spade.prompts import DesignRequest, Exemplar
+from spade.design.prompts import DesignRequest, Exemplar
 from spade.replies import parse_line_edits
 from spade.types import Completion, SamplingParams
 from test_designer import FakePolicy

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from spade.config import ConfigError, EvalConfig, TrainConfig
-from spade.train import train
+from spade.run.loop import train
 from test_train import scripted_config
 
 MARKS = (0, 1000, 3000, 7000)

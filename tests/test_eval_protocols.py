@@ -9,8 +9,8 @@ from typing import get_args
 import pytest
 import tyro
 
+from spade.cli.eval import EvalArgs, options, run_eval, suite_options, suite_selections
 from spade.config import EvalOptions
-from spade.eval_cli import EvalArgs, options, run_eval, suite_options, suite_selections
 from spade.evals.protocols import PROTOCOLS, ProtocolName, explicit_options, table
 from spade.evals.registry import SUITES
 

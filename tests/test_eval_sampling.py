@@ -10,8 +10,8 @@ import tyro
 
 from eval_policy_double import ReplyPolicy
 from spade.backends.openai_server import OpenAIPolicy, top_k_refusal
+from spade.cli.eval import EvalArgs, options
 from spade.config import EvalOptions, ModelConfig, OpenAIConfig
-from spade.eval_cli import EvalArgs, options
 from spade.evals.base import EvalError
 from spade.evals.envs import play_config
 from spade.evals.policies import PolicySource, load_policy

@@ -24,7 +24,7 @@ from spade.evals.registry import SUITES, make_suite
 from spade.evals.results import read_results, write_results
 from spade.evals.runner import SuiteRequest, evaluate
 from spade.evals.stats import bootstrap_ci, paired_diff, summarise
-from spade.preflight import check_names
+from spade.run.preflight import check_names
 from spade.types import Completion, SamplingParams, status_words
 
 DATA = Path(__file__).parent / "eval_data"

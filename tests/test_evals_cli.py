@@ -11,6 +11,7 @@ import pytest
 import tyro
 
 from spade import envs
+from spade.cli.eval import EvalArgs, options, suite_selections
 from spade.config import (
     ConfigError,
     DesignerConfig,
@@ -22,14 +23,13 @@ from spade.config import (
     ScriptedConfig,
     TrainConfig,
 )
-from spade.eval_cli import EvalArgs, options, suite_selections
 from spade.evals.base import EvalError, ItemResult
 from spade.evals.policies import PolicySource
 from spade.evals.registry import SUITES
 from spade.evals.runner import evaluate
-from spade.preflight import check_names
+from spade.run.loop import train
+from spade.run.preflight import check_names
 from spade.rundir import RunDir
-from spade.train import train
 
 DATA = Path(__file__).parent / "eval_data"
 

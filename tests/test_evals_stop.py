@@ -81,7 +81,7 @@ def load(source, concurrency, **options):  # a model load: one long call that no
         time.sleep(0.05)
 
 runner.load_policy = load
-from spade.eval_cli import run_eval
+from spade.cli.eval import run_eval
 sys.exit(run_eval(sys.argv[1:]))
 """
 
@@ -156,7 +156,7 @@ def test_the_envs_footer_shows_the_turn_budget_the_environments_were_played_with
 
 
 def test_spade_help_lists_every_eval_suite() -> None:
-    from spade.cli import USAGE  # noqa: PLC0415
+    from spade.cli.app import USAGE  # noqa: PLC0415
     from spade.evals.registry import SUITES  # noqa: PLC0415
 
     (line,) = [ln for ln in USAGE.splitlines() if ln.strip().startswith("eval ")]

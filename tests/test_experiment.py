@@ -19,9 +19,9 @@ import experiment_stats as stats
 import selfplay_vs_baselines as exp
 
 from spade import envs
+from spade.cli.eval import EvalArgs, options
+from spade.cli.train import parse_config
 from spade.config import ModelConfig, OpenAIConfig, preset
-from spade.eval_cli import EvalArgs, options
-from spade.train_cli import parse_config
 
 SCRIPTED = ["--model.backend", "scripted", "--play.turn-tokens", "256", "--play.action-mode", "boxed",
             "--play.demos", "0", "--designer.max-tokens", "4096", "--designer.edit-format", "file",
@@ -193,8 +193,8 @@ def test_warm_start_comparison_uses_the_items_both_evaluations_share() -> None:
 
 def test_run_state_tells_finished_partial_and_missing_runs(tmp_path: Path) -> None:
     from scripted_run import tiny_config  # noqa: PLC0415 - the tests' scripted run helper
+    from spade.run.loop import train  # noqa: PLC0415
     from spade.rundir import RunDir  # noqa: PLC0415
-    from spade.train import train  # noqa: PLC0415
 
     assert exp.run_state(tmp_path / "none") == "missing"
     cfg = tiny_config(tmp_path, name="r", steps=1)

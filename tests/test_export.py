@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from scripted_run import tiny_config, tiny_run
-from spade.cli import main
-from spade.export import ExportError, export_run, verify_checksums
-from spade.memory import EnvStatus, Memory
+from spade.cli.app import main
+from spade.cli.export import ExportError, export_run, verify_checksums
+from spade.memory.archive import EnvStatus, Memory
+from spade.run.loop import train
 from spade.rundir import RunDir
-from spade.train import train
 
 
 @pytest.fixture(scope="module")

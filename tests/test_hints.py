@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from spade import envs, prompt_texts
+from spade import envs
 from spade.config import PAPER, RolloutConfig
-from spade.design import hints
+from spade.design import hints, prompt_texts
 from spade.design.hints import HintRequest
 from spade.env import ToolEnv
 from spade.types import Completion, Message, SamplingParams
@@ -273,7 +273,7 @@ def test_code_only_hints_are_still_checked_against_a_played_instance() -> None:
 @pytest.mark.parametrize("mode", ["code", "instance"])
 def test_hint_requests_code_only_or_one_per_seed(mode: str) -> None:
     """Code mode asks once, from the code alone; instance mode asks once per hinted seed, with its instance."""
-    from spade.rollout import episode_seeds  # noqa: PLC0415
+    from spade.play.rollout import episode_seeds  # noqa: PLC0415
     from spade.sandbox.inprocess import InProcessSandbox  # noqa: PLC0415
 
     name = "countdown"  # its first observation shows the instance (a hidden-state game's would not)

@@ -144,7 +144,7 @@ def test_ctrl_c_in_the_synchronous_torch_work_stops_the_run_and_records_a_stop(
 ) -> None:
     """The warm start's steps and the update hold the event loop (seconds of torch work per micro-batch):
     the trainer checks the flag itself, so the run stops at once, long before the watchdog would end it."""
-    from spade.runs import run_info  # noqa: PLC0415
+    from spade.cli.runs import run_info  # noqa: PLC0415
 
     cmd = [sys.executable, "-m", "spade.cli", "train", *REAL_TINY, *flags, "--runs-dir", str(tmp_path),
            "--name", "stop"]  # fmt: skip
@@ -188,7 +188,7 @@ def test_ctrl_c_while_the_model_loads_stops_before_the_next_start_up_stage(
 
 STUCK = """
 import sys, time
-from spade import train_cli
+from spade.cli import train as train_cli
 from spade.rundir import RunDir
 
 def stuck(args, cfg, run_dir, steps, runtime, *, console):  # work no stop request reaches (a long C call)
@@ -208,7 +208,7 @@ sys.exit(train_cli.run_cli(sys.argv[1:]))
 def test_a_run_ended_by_force_after_ctrl_c_is_recorded_as_stopped(tmp_path: Path, how: str) -> None:
     """The watchdog (or a second Ctrl-C) ends the process without unwinding; the run was still stopped on
     request and resumes from its last checkpoint, so `spade runs` must not call it failed."""
-    from spade.runs import run_info  # noqa: PLC0415
+    from spade.cli.runs import run_info  # noqa: PLC0415
 
     grace = "0.5" if how == "watchdog" else "600"
     cmd = [sys.executable, "-c", STUCK, *SCRIPTED, "--runs-dir", str(tmp_path), "--name", "stuck"]
@@ -361,7 +361,7 @@ def test_a_runs_dir_where_no_folder_can_be_made_is_not_worth_a_retry(tmp_path: P
 def test_file_system_errors_that_a_retry_meets_again_say_what_to_change(
     tmp_path: Path, code: int, why: str
 ) -> None:
-    from spade.train_cli import _failure  # noqa: PLC0415
+    from spade.cli.train import _failure  # noqa: PLC0415
 
     run_dir = tmp_path / "runs" / "r"
     exc = OSError(code, os.strerror(code), str(run_dir / "memory.sqlite"))
@@ -455,7 +455,7 @@ def _full_disk_at(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
 def test_a_full_disk_mid_run_names_the_full_file_system_and_resumes_only_once_space_is_freed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from spade.train_cli import run_cli  # noqa: PLC0415
+    from spade.cli.train import run_cli  # noqa: PLC0415
 
     _full_disk_at(monkeypatch, "append_metrics")  # step 0 played and updated; its row cannot be written
     code = run_cli([*SCRIPTED, "--sft.episodes", "0", "--sft.designs", "0", "--sft.hints", "0",
@@ -477,7 +477,7 @@ def test_a_full_disk_mid_run_names_the_full_file_system_and_resumes_only_once_sp
 def test_a_full_disk_before_the_run_started_keeps_nothing_and_says_what_to_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from spade.train_cli import run_cli  # noqa: PLC0415
+    from spade.cli.train import run_cli  # noqa: PLC0415
 
     _full_disk_at(monkeypatch, "create")
     code = run_cli([*SCRIPTED, "--runs-dir", str(tmp_path), "--name", "full"])

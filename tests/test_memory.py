@@ -19,7 +19,7 @@ import pytest
 
 from spade import envs
 from spade.config import MemoryConfig
-from spade.memory import (
+from spade.memory.archive import (
     AddOutcome,
     EnvStatus,
     Memory,
@@ -29,7 +29,7 @@ from spade.memory import (
     seed_sources,
     source_hash,
 )
-from spade.memory_select import (
+from spade.memory.select import (
     diverse,
     eviction_order,
     plr_weights,
@@ -374,7 +374,7 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from spade.config import MemoryConfig
-    from spade.memory import Memory
+    from spade.memory.archive import Memory
     from spade.types import EnvSource
 
     mem = Memory(sys.argv[1], MemoryConfig(capacity=5))

@@ -9,11 +9,11 @@ import pytest
 
 from scripted_run import tiny_config
 from spade import modes
-from spade.components import Components
 from spade.config import ConfigError, TrainConfig
 from spade.modes import Mode, Regeneration
-from spade.state import LoopState
-from spade.train import train
+from spade.run.components import Components
+from spade.run.loop import train
+from spade.run.state import LoopState
 
 
 class OneSeed(Mode):

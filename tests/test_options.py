@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from spade.config import CPU_TINY, ConfigError, TrainConfig
-from spade.options import RUNTIME_OPTIONS, changed_options, option_values, result_settings, with_options
+from spade.config.options import (
+    RUNTIME_OPTIONS,
+    changed_options,
+    option_values,
+    result_settings,
+    with_options,
+)
 
 
 def test_every_runtime_option_names_an_option_of_the_config() -> None:

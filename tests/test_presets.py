@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from spade.cli.train import parse_config
 from spade.config import (
     PAPER,
     CheckerConfig,
@@ -22,9 +23,8 @@ from spade.config import (
 )
 from spade.design import phase, request
 from spade.modes import selfplay
+from spade.run.loop import train
 from spade.sandbox import Limits
-from spade.train import train
-from spade.train_cli import parse_config
 
 SMALL = [
     "--model.backend", "scripted",

@@ -16,17 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from spade import modes, procedural
+from spade import modes
 from spade.backends import scripted
+from spade.cli.train import parse_config
 from spade.config import ConfigError, ModelConfig, PlayConfig, ProceduralConfig, RolloutConfig, TrainConfig
 from spade.config import DesignerConfig as Designer
-from spade.demos import demos_by_env
+from spade.envs import rg_tasks as procedural
 from spade.modes.procedural import TaskLevel, observe, outcomes, update
+from spade.play.demos import demos_by_env
+from spade.run.loop import train
+from spade.run.state import LoopState
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
-from spade.state import LoopState
-from spade.train import train
-from spade.train_cli import parse_config
 from spade.types import PlayStatus, Trajectory
 
 ROOT = Path(__file__).resolve().parents[1]

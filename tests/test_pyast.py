@@ -13,7 +13,7 @@ from spade import envs
 from spade.checker import check_env
 from spade.checker.static import parse
 from spade.config import CheckerConfig
-from spade.memory import ast_fingerprint
+from spade.memory.archive import ast_fingerprint
 from spade.pyast import parse_expression, parse_module
 from spade.sandbox.inprocess import InProcessSandbox
 

@@ -15,18 +15,18 @@ from typing import Any, cast
 import pytest
 import torch
 
-from spade.agent import FORMAT_REMINDER
 from spade.checker.findings import CheckReport, FindingCode
+from spade.cli.train import parse_config
 from spade.config import PAPER, TrainConfig, from_dict, to_dict
 from spade.config.errors import ConfigError
 from spade.config.recipes import RELEASED, RELEASED_TOOL_USE, apply_recipe, recipe_fields
 from spade.design.check import Checks
-from spade.prompt_texts import GAMES_SKETCH
-from spade.prompts import DesignRequest, build_design_messages
-from spade.rollout import episode_seeds, hint_seeds
-from spade.scoring import score_agent
-from spade.train import train
-from spade.train_cli import parse_config
+from spade.design.prompt_texts import GAMES_SKETCH
+from spade.design.prompts import DesignRequest, build_design_messages
+from spade.play.agent import FORMAT_REMINDER
+from spade.play.rollout import episode_seeds, hint_seeds
+from spade.run.loop import train
+from spade.scoring.samples import score_agent
 from spade.training.grpo import ClipConfig, grpo_loss_parts
 from spade.types import Completion, PlayStatus, SamplingParams, Trajectory
 from test_agent import CFG, CannedPolicy, play, solution_of

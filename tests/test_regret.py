@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from spade.regret import REGRET_METHODS, estimate_regret
+from spade.scoring.regret import REGRET_METHODS, estimate_regret
 
 # shared seeds 1-3 as (hinted, unhinted) returns, hinted-only seeds 4-5 (won both)
 HINTED = [(1, 1.0), (2, 1.0), (3, 0.0), (4, 1.0), (5, 1.0)]

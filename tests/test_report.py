@@ -14,12 +14,12 @@ import pytest
 
 from scripted_run import tiny_run
 from spade import transcripts
-from spade.cli import main
+from spade.cli.app import main
+from spade.cli.report import write_report
+from spade.cli.report_charts import all_charts, tokens_before
+from spade.cli.report_html import transcript
 from spade.config import TranscriptConfig
 from spade.design.hints import HintReason
-from spade.report import write_report
-from spade.report_charts import all_charts, tokens_before
-from spade.report_html import transcript
 from spade.rundir import RunDir
 
 

@@ -12,8 +12,8 @@ import json
 import shutil
 from pathlib import Path
 
+from spade.cli.train import run_cli
 from spade.rundir import RunDir
-from spade.train_cli import run_cli
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_v1"
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from spade.config import ConfigError, RewardConfig, TrainConfig
-from spade.rewards import (
+from spade.scoring.rewards import (
     DESIGNER_REWARDS,
     DesignInputs,
     agent_advantages,

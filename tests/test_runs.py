@@ -17,10 +17,10 @@ import pytest
 
 from scripted_run import tiny_run
 from spade import envs
-from spade.cli import main
+from spade.cli.app import main
+from spade.cli.runs import STALE_MIN_S, list_runs, run_info
 from spade.config import ModelConfig, TrainConfig, to_json
 from spade.rundir import RunDir
-from spade.runs import STALE_MIN_S, list_runs, run_info
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_model_solver_plays_with_the_runs_policy(
 NOISY_ENGINE = """
 import logging, os, subprocess, sys
 import spade.backends
-from spade.cli import main
+from spade.cli.app import main
 
 real = spade.backends.make_policy
 

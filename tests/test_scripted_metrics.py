@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from spade.train_cli import run_cli
+from spade.cli.train import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "scripted_metrics"
 EXCLUDED = ("time/", "speed/", "resources/", "engine/", "sft/cached", "sft/cache_rebuilt", "designer/novelty",

@@ -10,11 +10,11 @@ import pytest
 
 from scripted_run import tiny_config
 from spade import envs
+from spade.cli.train import parse_config
 from spade.config import ConfigError
-from spade.memory import Memory
+from spade.memory.archive import Memory
 from spade.modes.base import pool_sources
-from spade.train import train
-from spade.train_cli import parse_config
+from spade.run.loop import train
 
 OFFICIAL = Path(envs.__file__).parent / "official_fixtures" / "game_coin_weighing.py"
 """An official-format game: it declares no skill."""

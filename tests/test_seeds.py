@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spade.rollout import episode_seeds
+from spade.play.rollout import episode_seeds
 from spade.seeds import SEED_BITS, derive_rng, derive_seed
 
 

@@ -14,8 +14,6 @@ from typing import Any
 import pytest
 
 from spade import envs, stopping
-from spade.agent import Episode, play_episode
-from spade.agent_prompts import GAME_SYSTEM, RELEASED_GAME_ASK
 from spade.backends.embedded import write_tiny_model
 from spade.backends.scripted import ScriptedTrainer
 from spade.backends.template import HFChatTemplate
@@ -30,16 +28,18 @@ from spade.config import (
     TrainerConfig,
     validate,
 )
+from spade.config.options import with_options
 from spade.config.types import AgentPrompt
-from spade.demos import Demo, demo_seed, record_demo
 from spade.design import designer, hints
 from spade.design.edits import apply_line_edits
+from spade.design.prompts import DesignRequest, Exemplar
 from spade.errors import SpadeError
-from spade.options import with_options
-from spade.preflight import check_names
-from spade.prompts import DesignRequest, Exemplar
+from spade.play.agent import Episode, play_episode
+from spade.play.demos import Demo, demo_seed, record_demo
+from spade.play.prompts import GAME_SYSTEM, RELEASED_GAME_ASK
+from spade.run.loop import train
+from spade.run.preflight import check_names
 from spade.sandbox import Sandbox
-from spade.train import train
 from spade.training import sft
 from spade.training.trainer import TorchTrainer
 from spade.types import SamplingParams, Trajectory

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from spade.cli.train import parse_config
 from spade.config.errors import ConfigError
-from spade.credit import spurious_rewards
 from spade.modes import selfplay
-from spade.train import train
-from spade.train_cli import parse_config
+from spade.run.loop import train
+from spade.scoring.credit import spurious_rewards
 
 REWARDS = [0.5, -1.0, 0.25, 0.0, 1.0, 0.75, -0.25]
 REGENS = [3, 3, 3, 3, 6, 6, 6]  # two regenerations: four samples designed at step 3, three at step 6

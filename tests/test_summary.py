@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from spade import resources
-from spade.summary import run_summary
+from spade.cli.summary import run_summary
 
 
 def test_summary_compares_first_and_last_third() -> None:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from spade import components
 from spade.backends import threads
 from spade.backends.threads import ThreadChoice, choose, usable_cores
 from spade.config import CPU_TINY, ModelConfig, TrainConfig
+from spade.run import components
 
 
 @pytest.mark.parametrize(

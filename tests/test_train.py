@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from spade import envs, rewards, stopping
+from spade import envs, stopping
 from spade.checker import Checker, CheckReport, FindingCode
 from spade.config import (
     CheckerConfig,
@@ -32,16 +32,17 @@ from spade.config import (
     ScriptedConfig,
     TrainConfig,
 )
-from spade.credit import EnvStats, PendingCredit
 from spade.design import check, designer, phase
-from spade.memory import EnvStatus, Memory
+from spade.memory.archive import EnvStatus, Memory
 from spade.modes.fixed_pool import FixedPool, next_batch
-from spade.rollout import reset_options
+from spade.play.rollout import reset_options
+from spade.run.loop import PolicyFailedError, train
+from spade.run.state import LoopState
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
-from spade.scoring import constant_share, pending, remember
-from spade.state import LoopState
-from spade.train import PolicyFailedError, train
+from spade.scoring import rewards
+from spade.scoring.credit import EnvStats, PendingCredit
+from spade.scoring.samples import constant_share, pending, remember
 from spade.types import Completion, EnvSource
 
 SCRIPTED_FLAGS = [

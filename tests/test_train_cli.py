@@ -12,12 +12,12 @@ import pytest
 
 import spade.backends
 from scripted_run import tiny_config, tiny_run
-from spade.cli import main as cli_main
+from spade.cli.app import main as cli_main
+from spade.cli.train import parse_config, run_cli
 from spade.config import CPU_TINY, PAPER, ConfigError, TrainConfig, from_dict, from_json, to_json
+from spade.config.options import with_options
 from spade.errors import SpadeError
-from spade.options import with_options
-from spade.train import train
-from spade.train_cli import parse_config, run_cli
+from spade.run.loop import train
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ Layout of ``runs/<name>/``::
     config.json           the resolved TrainConfig
     metrics.jsonl         one JSON object per finished step
     tb/                   TensorBoard events of the same metrics
-    memory.sqlite         the environment archive (spade.memory)
+    memory.sqlite         the environment archive (spade.memory.archive)
     envs/                 generated sources: <env_id>.py (accepted) and rejected/<env_id>.py
     samples/              designer samples awaiting delayed credit
     checkpoints/step_N/   loop state (state.json) and trainer state; LATEST names the newest

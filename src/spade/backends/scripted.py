@@ -28,9 +28,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from spade import procedural, prompt_texts
 from spade.backends.scripted_lines import line_edit_reply
+from spade.design import prompt_texts
 from spade.design.edits import LINES_SYSTEM
+from spade.envs import rg_tasks as procedural
 from spade.pyast import parse_expression
 from spade.skills import GAME_SKILLS
 from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSample

@@ -19,7 +19,7 @@ whole conversation is re-rendered. The stream deliberately keeps what was sample
 from the stream's own tokens (token in), so sampling and training see the same context and the logprob ratio
 compares like with like. The stream is therefore not byte-identical to a canonical re-render of the same
 messages when such a template strips reasoning; it is identical for templates that do not. A template whose
-``thinking`` is set (``model.thinking``) is used the other way by :mod:`spade.agent`: each turn is sampled
+``thinking`` is set (``model.thinking``) is used the other way by :mod:`spade.play.agent`: each turn is sampled
 from the template's own rendering of the conversation with earlier replies split into ``content`` and
 ``reasoning_content`` (:func:`spade.replies.split_reasoning`), so the model sees its history as the template presents it
 at deployment, and each turn is trained on the prompt it was sampled from.

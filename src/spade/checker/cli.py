@@ -16,7 +16,7 @@ from spade.checker.novelty import Fingerprints, Novelty
 from spade.checker.static import parse
 from spade.config import CheckerConfig, WinRule
 from spade.envs import env_files
-from spade.memory import MemoryStoreError, archive_sources
+from spade.memory.archive import MemoryStoreError, archive_sources
 from spade.sandbox import Limits, Sandbox, SandboxError
 from spade.sandbox.api import EnvRunner
 

@@ -9,7 +9,7 @@ a resolved config (it is written to every run directory); ``to_toml`` prints it 
 The package is the bottom layer: it imports nothing from ``spade`` but :mod:`spade.errors`. One module per
 section (``model``, ``play``, ``designer``, ...), each section checking its own values; :mod:`.train`
 composes them and holds the checks across sections; names checked against a registry (the backend, skills,
-seed games, eval suites, Reasoning-Gym tasks) are checked by :func:`spade.preflight.check_names`.
+seed games, eval suites, Reasoning-Gym tasks) are checked by :func:`spade.run.preflight.check_names`.
 """
 
 from spade.config.checker import CheckerConfig

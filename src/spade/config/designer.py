@@ -100,7 +100,7 @@ class DesignerConfig:
 
     def validate(self) -> None:
         """Checks of the design schedule; skill and seed names are checked against the library by
-        :func:`spade.preflight.check_names`."""
+        :func:`spade.run.preflight.check_names`."""
         require(self.regen_interval >= 1, "designer.regen_interval must be >= 1")
         require(self.envs_per_regen >= 1, "designer.envs_per_regen must be >= 1")
         require(self.attempts >= 1, f"designer.attempts must be >= 1 (1: no retry; got {self.attempts})")

@@ -98,7 +98,7 @@ class EvalConfig(EvalSettings):
 
     def validate(self) -> None:
         """Checks of the counts; the suite names are checked against the registry by
-        :func:`spade.preflight.check_names`."""
+        :func:`spade.run.preflight.check_names`."""
         require(self.every >= 0, f"eval.every must be >= 0 (0 disables evaluation; got {self.every})")
         require(
             self.episodes >= 1 and self.concurrency >= 1 and self.max_tokens >= 1,

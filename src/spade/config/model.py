@@ -124,7 +124,7 @@ class ModelConfig:
 
     def validate(self) -> None:
         """Checks of the engine options; the backend's name is checked against the registry by
-        :func:`spade.preflight.check_names`."""
+        :func:`spade.run.preflight.check_names`."""
         require(self.threads >= 0, f"model.threads must be >= 0 (0: the free cores; got {self.threads})")
         require(self.max_concurrency >= 1, f"model.max_concurrency must be >= 1 (got {self.max_concurrency})")
         v = self.vllm

@@ -50,7 +50,7 @@ class PlayConfig(WinRule):
     agent_prompt: AgentPrompt = "compact"
     """How the agent is asked to play: 'compact', a short system prompt for small models; 'released', the
     authors' prompt (no system prompt, "reason step by step", the answer in \\boxed{}; see
-    spade.agent_prompts)."""
+    spade.play.prompts)."""
     on_length: Literal["end", "act"] = "end"
     """A reply cut at ``turn_tokens``: 'end' ends the episode (the released recipe); 'act' plays the action
     parsed from the partial reply and goes on (small models rarely stop within a short budget)."""

@@ -10,7 +10,7 @@ from spade.config.errors import require
 @dataclass(frozen=True, slots=True)
 class ProceduralConfig:
     """``--mode procedural``: Reasoning-Gym tasks as environments, each with an adaptive difficulty level
-    (RLVE-style controller, see spade.procedural and docs/eval.md)."""
+    (RLVE-style controller, see spade.envs.rg_tasks and docs/eval.md)."""
 
     tasks: tuple[str, ...] = ("basic_arithmetic", "chain_sum", "products", "leg_counting", "gcd")
     """Reasoning-Gym tasks to train on (`spade eval --list-tasks` lists them); designer.envs_per_regen of
@@ -28,7 +28,7 @@ class ProceduralConfig:
 
     def validate(self) -> None:
         """Checks of the controller (``--mode procedural`` only); the task names are checked against
-        Reasoning-Gym by :func:`spade.preflight.check_names`."""
+        Reasoning-Gym by :func:`spade.run.preflight.check_names`."""
         require(bool(self.tasks), "procedural.tasks is empty: name at least one Reasoning-Gym task")
         require(self.window >= 1, f"procedural.window must be >= 1 (got {self.window})")
         require(

@@ -55,7 +55,7 @@ class RewardConfig:
     """Designer reward and per-role advantages."""
 
     variant: Literal["regret", "blend", "solve_rate", "learning_potential"] = "blend"
-    """Designer reward (see spade.rewards.DESIGNER_REWARDS)."""
+    """Designer reward (see spade.scoring.rewards.DESIGNER_REWARDS)."""
     invalid_penalty: float = -0.5
     """Raw reward of a designer sample whose environment was rejected (centred with the valid ones)."""
     checked_penalty: float | None = None
@@ -88,7 +88,7 @@ class RewardConfig:
     """Win rate of the credit window: fraction of unhinted plays won, or their mean return (as released)."""
     regret_estimator: RegretMethod = "control_variate"
     """Regret from every play with minimal variance, shared seeds only, or mean hinted minus mean unhinted
-    return (as released); see spade.regret."""
+    return (as released); see spade.scoring.regret."""
     lp_ema: float = 0.1
     """learning_potential variant: weight of the newest batch in the per-skill slow EMA of win rates,
     ``ema <- (1 - lp_ema) * ema + lp_ema * rate`` (released: 0.85, the ``--spade-gamma2`` of its launchers)."""

@@ -3,7 +3,7 @@
 :func:`validate` runs every section's own checks and the checks across sections; the checks that depend on
 ``mode`` belong to each mode (:meth:`spade.modes.Mode.check_config`). Names checked against a registry (the
 backend, skills, seed games, eval suites, Reasoning-Gym tasks) are checked outside this package
-(:func:`spade.preflight.check_names` and the modes).
+(:func:`spade.run.preflight.check_names` and the modes).
 """
 
 from __future__ import annotations

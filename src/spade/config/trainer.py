@@ -98,7 +98,7 @@ class SFTConfig:
     its ``solution()``. A small model otherwise answers a hint request with code, and no hinted play is made."""
 
     def validate(self) -> None:
-        """Checks of the warm start's counts; its game names are checked by :func:`spade.preflight.check_names`."""
+        """Checks of the warm start's counts; its game names are checked by :func:`spade.run.preflight.check_names`."""
         require(self.episodes >= 0, f"sft.episodes must be >= 0 (got {self.episodes})")
         require(self.designs >= 0, f"sft.designs must be >= 0 (got {self.designs})")
         require(self.hinted_episodes >= 0, f"sft.hinted_episodes must be >= 0 (got {self.hinted_episodes})")

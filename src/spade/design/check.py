@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from spade import cluster
 from spade.checker import Checker, CheckReport, Finding, FindingCode
 from spade.config.types import Setting
-from spade.demos import same_instance_demos
 from spade.design.designer import Design
-from spade.memory import Memory
-from spade.prompt_texts import review_system
+from spade.design.prompt_texts import review_system
+from spade.memory.archive import Memory
+from spade.play.demos import same_instance_demos
 from spade.replies import review_verdict
 from spade.sandbox import EnvRunner
 from spade.seeds import derive_seed
@@ -51,7 +51,7 @@ class Checks:
     max_turns: int = 25
     """Most actions of a scripted solution compared by :meth:`reject_unchanged` (``play.max_turns``)."""
     options: dict[str, int] | None = None
-    """The ``reset`` options of the level the agent plays (:func:`spade.rollout.reset_options`), at which
+    """The ``reset`` options of the level the agent plays (:func:`spade.play.rollout.reset_options`), at which
     :meth:`reject_unchanged` compares an edit with its parent."""
 
     async def check(

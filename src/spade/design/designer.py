@@ -1,6 +1,6 @@
 """The design call: one batch of prompts sampled, the code taken out of each reply, and what comes back.
 
-:func:`design` builds one prompt per request (``spade.prompts``, or :mod:`spade.design.edits` for ``lines``
+:func:`design` builds one prompt per request (``spade.design.prompts``, or :mod:`spade.design.edits` for ``lines``
 edits), samples all of them in one batch (the only impure part: a thin async call of a
 :class:`~spade.types.Policy`) and takes the code out of each completion (:func:`spade.replies.extract_design_code`,
 a SEARCH/REPLACE patch or ``N: text`` lines applied to the parent). A failure is a :class:`Design` with a
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import get_args
 
 from spade.design.edits import UNCHANGED, apply_line_edits, build_line_edit_messages
-from spade.prompts import DesignRequest, Mode, Truncate, build_design_messages, truncate_words
+from spade.design.prompts import DesignRequest, Mode, Truncate, build_design_messages, truncate_words
 from spade.replies import Extraction, ExtractStatus, extract_design_code, patch_blocks
 from spade.types import Completion, Message, Policy, SamplingParams, TrainSample
 

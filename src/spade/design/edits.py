@@ -17,8 +17,8 @@ from __future__ import annotations
 import ast
 import re
 
-from spade.prompt_texts import DIFFICULTY_RULES, SKILL_DESCRIPTIONS
-from spade.prompts import DesignRequest, Exemplar
+from spade.design.prompt_texts import DIFFICULTY_RULES, SKILL_DESCRIPTIONS
+from spade.design.prompts import DesignRequest, Exemplar
 from spade.pyast import parse_module
 from spade.replies import parse_line_edits
 from spade.types import Message

@@ -17,15 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from spade import prompt_texts
 from spade.backends.template import TurnTemplate
 from spade.config import DesignerConfig
 from spade.config.types import Setting
+from spade.design import prompt_texts
 from spade.design.designer import sample_tokens
-from spade.memory import EnvRecord, Memory
-from spade.prompts import truncate_code
+from spade.design.prompts import truncate_code
+from spade.memory.archive import EnvRecord, Memory
+from spade.play.rollout import episode_seeds
 from spade.replies import hint_text, last_boxed
-from spade.rollout import episode_seeds
 from spade.sandbox import EnvRunner, SandboxError
 from spade.types import ChatTemplate, Message, Policy, SamplingParams
 
@@ -297,7 +297,7 @@ class Hinter:
     """Opens instances for their first observation and solution."""
     memory: Memory
     seed: int
-    """The run's seed: hinted instances are the hinted plays' (:func:`spade.rollout.episode_seeds`)."""
+    """The run's seed: hinted instances are the hinted plays' (:func:`spade.play.rollout.episode_seeds`)."""
     hint_plays: int = 1
     """Hinted plays per environment (``rollout.hint_plays_per_env``): instance mode writes one hint each."""
     max_context: int = 4096

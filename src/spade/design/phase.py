@@ -26,15 +26,15 @@ from spade.design.designer import Design, design, design_metrics
 from spade.design.hints import Hinter
 from spade.design.request import Requests, Slot, plan_slots
 from spade.design.samples import DesignSamples
-from spade.memory import EnvStatus, Memory, StoredFinding
-from spade.rollout import reset_options
+from spade.memory.archive import EnvStatus, Memory, StoredFinding
+from spade.play.rollout import reset_options
 from spade.rundir import RunDir
 from spade.seeds import derive_rng
 from spade.skills import skills_for
 from spade.types import EnvSource, Policy, SamplingParams, plural
 
 if TYPE_CHECKING:
-    from spade.components import Components
+    from spade.run.components import Components
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """What to design: the slots of a regeneration and one request per slot, from memory, corpus and seeds.
 
 One regeneration plans its slots (:func:`plan_slots`: a round-robin window of skills, ``generate`` or ``edit``
-mode per slot from a seeded rng); :class:`Requests` fills one slot's :class:`~spade.prompts.DesignRequest`
+mode per slot from a seeded rng); :class:`Requests` fills one slot's :class:`~spade.design.prompts.DesignRequest`
 with archived examples and negatives, an edit parent, a worked example and a corpus document.
 """
 
@@ -12,17 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from spade import envs, tool_prompts
+from spade import envs
 from spade.config import DesignerConfig
 from spade.config.types import Setting
-from spade.corpus import CorpusSampler
-from spade.memory import EnvStatus, Memory
-from spade.prompt_texts import GAMES_SKETCH
-from spade.prompts import DesignRequest, Exemplar, Mode, Negative
+from spade.design import tool_prompts
+from spade.design.corpus import CorpusSampler
+from spade.design.prompt_texts import GAMES_SKETCH
+from spade.design.prompts import DesignRequest, Exemplar, Mode, Negative
+from spade.memory.archive import EnvStatus, Memory
 
 
 class ArchivedEnv(Protocol):
-    """What the designer reads from a memory record (``spade.memory.EnvRecord`` fits)."""
+    """What the designer reads from a memory record (``spade.memory.archive.EnvRecord`` fits)."""
 
     @property
     def env_id(self) -> str: ...
@@ -37,7 +38,7 @@ class ArchivedEnv(Protocol):
 
 
 class ArchivedNegative(Protocol):
-    """A record to avoid with its reasons (``spade.memory.NegativeExample`` fits)."""
+    """A record to avoid with its reasons (``spade.memory.archive.NegativeExample`` fits)."""
 
     @property
     def record(self) -> ArchivedEnv: ...

@@ -5,7 +5,7 @@ A suite turns a :class:`~spade.types.Policy` and :class:`~spade.config.EvalOptio
 rollups), output files and the CLI live elsewhere and work the same for every suite.
 
 Evaluation seeds never overlap training seeds: training draws episode seeds from ``[0, 2**31)``
-(:func:`spade.rollout.episode_seeds`), evaluation from ``[2**31, 2**32)`` (:func:`eval_seed`).
+(:func:`spade.play.rollout.episode_seeds`), evaluation from ``[2**31, 2**32)`` (:func:`eval_seed`).
 """
 
 from __future__ import annotations

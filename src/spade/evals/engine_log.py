@@ -2,7 +2,7 @@
 
 A model engine (vLLM, transformers, torch) writes its own log lines, loading bars and warnings to the
 process's stdout and stderr; ``spade eval`` keeps them out of the terminal as ``spade train`` and ``spade
-play`` do (:func:`spade.console.output_to`), so that stdout holds the results only.
+play`` do (:func:`spade.cli.console.output_to`), so that stdout holds the results only.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from contextlib import contextmanager, redirect_stdout, suppress
 from pathlib import Path
 
 from spade import stopping
-from spade.console import Console, output_to
+from spade.cli.console import Console, output_to
 
 ENGINE_LOG = "engine.log"
 """The engine's output in the results folder (while the evaluation runs: a hidden file beside it)."""
@@ -22,7 +22,7 @@ ENGINE_LOG = "engine.log"
 
 @contextmanager
 def engine_output(out: Path, *, verbose: bool) -> Iterator[Console]:
-    """Send the engine's output to a log while the block runs (:func:`spade.console.output_to`); yield the
+    """Send the engine's output to a log while the block runs (:func:`spade.cli.console.output_to`); yield the
     terminal's streams.
 
     The log is ``.<out name>.<pid>.engine.log`` beside the results folder while the evaluation runs (the

@@ -5,7 +5,7 @@ official pool layout ``games/*.py``), ``variants:GAME`` (a seed game's held-out 
 :mod:`spade.envs.variants`); ``params["archive"]`` adds the accepted environments of a run's
 archive. None given: the whole seed library. Every episode runs in a fresh sandbox instance, seeded with
 ``eval_seed(seed, "envs", item, episode)`` (≥ 2**31, never a training seed). The policy plays through
-:mod:`spade.rollout` exactly as in training; :class:`~spade.evals.policies.ScriptedSolver` instead plays each
+:mod:`spade.play.rollout` exactly as in training; :class:`~spade.evals.policies.ScriptedSolver` instead plays each
 instance's ``solution()`` (a sanity check: a sound environment scores 1.0). All episodes of the suite are one
 group of plays, ``opts.concurrency`` in flight at once, so a batching policy answers their turns together.
 
@@ -31,10 +31,10 @@ from spade.envs import variants
 from spade.evals.base import EvalError, ItemResult, Progress, Workload, eval_seed, plural
 from spade.evals.chat import gather_bounded
 from spade.evals.policies import ScriptedSolver
-from spade.memory import EnvStatus, Memory
-from spade.rewards import episode_return, is_success
-from spade.rollout import PlayJob, run_jobs
+from spade.memory.archive import EnvStatus, Memory
+from spade.play.rollout import PlayJob, run_jobs
 from spade.sandbox import EnvRunner, Sandbox, SandboxError
+from spade.scoring.rewards import episode_return, is_success
 from spade.types import Policy, Trajectory, status_words
 
 

@@ -117,7 +117,7 @@ def load_policy(source: PolicySource, concurrency: int, *, top_k: int = 0) -> Po
     model = dataclasses.replace(model, max_concurrency=max(model.max_concurrency, concurrency))
     if model.backend == "openai":  # a server that is down is one line now, not an outage wait later
         from spade.backends.openai_server import top_k_refusal  # noqa: PLC0415 - httpx only for servers
-        from spade.preflight import SetupError, check_servers  # noqa: PLC0415
+        from spade.run.preflight import SetupError, check_servers  # noqa: PLC0415
 
         if top_k > 0 and (refusal := top_k_refusal(model.openai.base_urls)):
             raise EvalError(refusal)

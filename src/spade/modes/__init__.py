@@ -1,7 +1,7 @@
 """Training modes: the strategy that chooses each regeneration's environments and learns from their plays.
 
 ``selfplay`` (SPADE), and the agent-only baselines ``fixed_pool`` and ``procedural``; one module each,
-registered by name (:mod:`spade.modes.registry`). The loop (:mod:`spade.train`) reads ``cfg.mode`` only
+registered by name (:mod:`spade.modes.registry`). The loop (:mod:`spade.run.loop`) reads ``cfg.mode`` only
 through :func:`make` (and its shown name through :func:`label`).
 """
 

@@ -1,6 +1,6 @@
 """What a training mode decides, and the defaults of a mode that trains the agent alone.
 
-A mode is the strategy the loop (:mod:`spade.train`) asks at each regeneration which environments to play
+A mode is the strategy the loop (:mod:`spade.run.loop`) asks at each regeneration which environments to play
 (:meth:`Mode.regenerate`), and after each step's plays what they change in its own state
 (:meth:`Mode.observe`) and which designer samples are due for credit (:meth:`Mode.credit`). Everything else
 in a step is the same for every mode. :class:`Mode`'s defaults are those of an agent-only mode: the pool of
@@ -15,19 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from spade import preflight
-from spade.components import Components
 from spade.config import TrainConfig
-from spade.credit import EnvStats
 from spade.design import DesignOutcome
+from spade.design.seed_files import designer_seed_sources
 from spade.ecosystem import remote as ecosystem_remote
-from spade.memory import FILENAME as MEMORY_FILE
-from spade.memory import EnvStatus, Memory, archive_sources
+from spade.memory.archive import FILENAME as MEMORY_FILE
+from spade.memory.archive import EnvStatus, Memory, archive_sources
+from spade.run import preflight
+from spade.run.components import Components
+from spade.run.state import LoopState
 from spade.sandbox import Limits
-from spade.seed_files import designer_seed_sources
+from spade.scoring.credit import EnvStats
 from spade.seeds import derive_rng, derive_seed
 from spade.skills import skills_for
-from spade.state import LoopState
 from spade.types import EnvSource, TrainSample, Trajectory
 
 
@@ -63,7 +63,7 @@ class Mode(ABC):
         del cfg  # no check of its own: a mode that needs one overrides this
 
     def preflight(self, cfg: TrainConfig) -> None:
-        """Raise :class:`spade.preflight.SetupError` for a problem with what this mode reads from disk."""
+        """Raise :class:`spade.run.preflight.SetupError` for a problem with what this mode reads from disk."""
         if cfg.memory.warm_start:
             preflight.check_pool(cfg.pool)
 
@@ -141,7 +141,7 @@ class Mode(ABC):
 
 def pool_sources(cfg: TrainConfig) -> list[EnvSource]:
     """The warm-start / fixed-pool environments: the seeds (``designer.seeds``, library names and files:
-    :func:`spade.seed_files.designer_seed_sources`), a run's archive, a folder of files, or a remote pool
+    :func:`spade.design.seed_files.designer_seed_sources`), a run's archive, a folder of files, or a remote pool
     (``openenv:URL``, ``verifiers:MODULE``)."""
     if not cfg.pool:
         d = cfg.designer

@@ -8,15 +8,15 @@ on environments not played yet and the rest on PLR replay.
 
 from __future__ import annotations
 
-from spade import preflight
-from spade.components import Components
 from spade.config import TrainConfig
-from spade.memory import EnvStatus, Memory
-from spade.memory_select import pool_batch
+from spade.memory.archive import EnvStatus, Memory
+from spade.memory.select import pool_batch
 from spade.modes.base import Mode, Regeneration, top_up
 from spade.modes.registry import register
+from spade.run import preflight
+from spade.run.components import Components
+from spade.run.state import LoopState
 from spade.seeds import derive_rng
-from spade.state import LoopState
 
 
 class FixedPool(Mode):

@@ -1,6 +1,6 @@
 """``--mode procedural``: the agent alone on Reasoning-Gym tasks whose difficulty follows its win rate.
 
-The tasks are native environments (:mod:`spade.procedural`, the task-environment library); every sandbox
+The tasks are native environments (:mod:`spade.envs.rg_tasks`, the task-environment library); every sandbox
 preloads ``reasoning_gym``. Each regeneration plays the next batch of the task environments, as
 ``fixed_pool`` plays its pool, each task at its current level.
 
@@ -17,16 +17,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spade import preflight
-from spade.components import Components
 from spade.config import ConfigError, ProceduralConfig, TrainConfig
-from spade.memory import Memory
+from spade.envs.rg_tasks import env_id, sandbox_limits, sources, task_levels, task_of, task_problem
+from spade.memory.archive import Memory
 from spade.modes.base import Mode, Regeneration
 from spade.modes.fixed_pool import next_batch
 from spade.modes.registry import register
-from spade.procedural import env_id, sandbox_limits, sources, task_levels, task_of, task_problem
+from spade.run import preflight
+from spade.run.components import Components
+from spade.run.state import LoopState
 from spade.sandbox import Limits
-from spade.state import LoopState
 from spade.types import EnvSource, PlayStatus, Trajectory
 
 

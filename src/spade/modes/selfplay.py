@@ -3,7 +3,7 @@
 Each regeneration runs the design phase (:class:`spade.design.DesignPhase`) and plays the new valid
 environments, topped up from the archive by PLR replay when there are too few (without memory, the
 no-memory ablation: only the new ones, or seed games when none is valid). Each designer sample waits in the
-delayed-credit buffer (:mod:`spade.credit`) until ``reward.delay`` steps of plays measured its environment.
+delayed-credit buffer (:mod:`spade.scoring.credit`) until ``reward.delay`` steps of plays measured its environment.
 """
 
 from __future__ import annotations
@@ -12,19 +12,20 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
-from spade import credit as cr
-from spade import preflight, stopping
-from spade.components import Components
+from spade import stopping
 from spade.config import TrainConfig
 from spade.config.errors import require
 from spade.config.types import DesignerReward
-from spade.credit import EnvStats
 from spade.design import DesignOutcome
-from spade.memory import EnvStatus, Memory
+from spade.memory.archive import EnvStatus, Memory
 from spade.modes.base import Mode, Regeneration, top_up
 from spade.modes.registry import register
-from spade.scoring import pending, score_designer
-from spade.state import LoopState
+from spade.run import preflight
+from spade.run.components import Components
+from spade.run.state import LoopState
+from spade.scoring import credit as cr
+from spade.scoring.credit import EnvStats
+from spade.scoring.samples import pending, score_designer
 from spade.types import TrainSample
 
 SPURIOUS = get_args(DesignerReward)

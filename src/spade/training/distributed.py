@@ -1,7 +1,7 @@
 """Multi-process training under ``accelerate launch``: rank 0 runs the loop, every other rank only trains.
 
 ``accelerate launch --config_file configs/accelerate/ddp.yaml -m spade.cli train ...`` starts one process
-per device. Rank 0 runs :func:`spade.train.train` as in a single-process run (design, play, archive, run
+per device. Rank 0 runs :func:`spade.run.loop.train` as in a single-process run (design, play, archive, run
 directory, policy); its trainer is a :class:`LeaderTrainer`, which broadcasts each trainer call (update,
 export, save, load) to the other ranks before making it itself. The other ranks run :func:`follow`: they
 build the same trainer and execute the calls they receive, so every collective (gradient all-reduce,

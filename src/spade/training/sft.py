@@ -7,7 +7,7 @@ a strategy to start from, for every mode alike (self-play, the fixed pool and th
 start from the same warmed-up policy, so comparisons stay fair).
 
 Episodes are the seed games' own ``solution()`` scripts played in the sandbox at ``play.difficulty``, on
-demonstration seeds (:data:`spade.demos.DEMO_SEED_BASE` and up), which no played episode uses. Each is
+demonstration seeds (:data:`spade.play.demos.DEMO_SEED_BASE` and up), which no played episode uses. Each is
 rendered exactly as the agent sees a game (the ``play.agent_prompt`` opening, observations as user turns,
 ``\\boxed{action}`` replies closed by the end-of-turn token) and trained with the policy-gradient loss at
 advantage 1 on the reply tokens only: on the trainer's single on-policy pass that is the gradient of the
@@ -47,20 +47,20 @@ from pathlib import Path
 from typing import Any
 
 from spade import envs, stopping
-from spade.agent_prompts import HINT_TEMPLATE, opening_messages
 from spade.backends.template import TokenStream, TurnTemplate
 from spade.checker import CheckReport, FindingCode, acheck_env
 from spade.config import TrainConfig
+from spade.config.options import result_settings
 from spade.config.types import AgentPrompt
-from spade.demos import Demo, demo_seed, record_demo, same_instance_demos
 from spade.design.designer import sample_tokens
 from spade.design.edits import apply_line_edits, build_line_edit_messages, excerpt_window, mechanical_edit
 from spade.design.hints import HintRequest, hint_prompt
+from spade.design.prompts import DesignRequest, Exemplar
 from spade.errors import SpadeError
 from spade.evals.progress import duration
-from spade.options import result_settings
-from spade.prompts import DesignRequest, Exemplar
-from spade.rollout import reset_options
+from spade.play.demos import Demo, demo_seed, record_demo, same_instance_demos
+from spade.play.prompts import HINT_TEMPLATE, opening_messages
+from spade.play.rollout import reset_options
 from spade.sandbox import EnvRunner
 from spade.types import Completion, Message, Trainer, TrainSample
 
@@ -338,7 +338,7 @@ the control arms ``selfplay_untrained`` and the shuffled-reward designer share t
 
 def cache_key(cfg: TrainConfig) -> str:
     """What a warm start's result depends on, hashed: the settings (runtime options aside: see
-    :data:`spade.options.RUNTIME_OPTIONS`), the model options of :data:`_MODEL_KEYED`, the seed and the
+    :data:`spade.config.options.RUNTIME_OPTIONS`), the model options of :data:`_MODEL_KEYED`, the seed and the
     source of every game it imitates."""
     games = sorted(
         {*env_names(cfg), *designer_games(cfg)} if cfg.sft.designs or cfg.sft.hints else env_names(cfg)

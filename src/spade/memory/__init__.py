@@ -1,0 +1,1 @@
+"""The environment memory: the archive, its records and its selection policies."""

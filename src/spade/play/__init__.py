@@ -1,0 +1,1 @@
+"""Playing environments: the agent, its prompts and demonstrations, rollouts and a step's plays."""
