@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from spade.config import RewardConfig
-from spade.scoring.credit import DueCredit, EnvStats, PendingCredit, credit_rewards, observe, release_due
+from spade.scoring.credit import DueCredit, EnvStats, PendingCredit, add_plays, credit_rewards, release_due
 
 DELAY = 2
 
@@ -30,7 +30,7 @@ def _run_window(cfg: RewardConfig, lp_ema: dict[str, float] | None = None) -> tu
     buffer: tuple[PendingCredit, ...] = ()
     for step in (4, 5, 6):
         new = (_entry("a", 4, regret=0.09),) if step == 4 else ()
-        buffer = observe([*buffer, *new], {"env-a": plays[step]})
+        buffer = add_plays([*buffer, *new], {"env-a": plays[step]})
         due, buffer = release_due(buffer, step, DELAY)
         if step < 6:
             assert due == ()
@@ -67,9 +67,9 @@ def test_mean_return_measure_as_released() -> None:
     assert _run_window(cfg)[0] == pytest.approx(0.78)
 
 
-def test_observe_skips_unplayed_and_rejected_entries() -> None:
+def test_add_plays_skips_unplayed_and_rejected_entries() -> None:
     buffer = (_entry("a", 0), replace(_entry("b", 0), valid=False), _entry("c", 0))
-    out = observe(buffer, {"env-a": EnvStats(2, 1, 0.5), "env-b": EnvStats(2, 2, 2.0)})
+    out = add_plays(buffer, {"env-a": EnvStats(2, 1, 0.5), "env-b": EnvStats(2, 2, 2.0)})
     assert [(e.plays, e.wins, e.return_sum) for e in out] == [(2, 1, 0.5), (0, 0, 0.0), (0, 0, 0.0)]
     assert out[0].rate("wins") == 0.5
     assert out[2].rate("wins") == 0.0  # nothing seen yet

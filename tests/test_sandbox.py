@@ -13,7 +13,7 @@ import pytest
 
 from spade import envs
 from spade.sandbox import LAYER_NAMES, EnvInstance, EnvRunner, Limits, Sandbox, SandboxError, bwrap
-from spade.sandbox.replies import explain_exit, parse
+from spade.sandbox.decode import explain_exit, parse
 from spade.sandbox.validate import InvalidValueError
 
 pytestmark = pytest.mark.timeout(60)

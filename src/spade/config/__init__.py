@@ -27,7 +27,7 @@ from spade.config.sandbox import LayerMode, Limits
 from spade.config.serial import from_dict, from_json, migrate, to_dict, to_json, to_toml
 from spade.config.train import TrainConfig, validate
 from spade.config.trainer import SFTConfig, TrainerConfig
-from spade.config.types import ActionMode, Difficulty, Mode, RateMeasure, RegretMethod, Setting
+from spade.config.types import ActionMode, Difficulty, ModeName, RateMeasure, RegretMethod, Setting
 
 __all__ = [
     "CPU_TINY",
@@ -47,7 +47,7 @@ __all__ = [
     "LayerMode",
     "Limits",
     "MemoryConfig",
-    "Mode",
+    "ModeName",
     "ModelConfig",
     "OpenAIConfig",
     "PlayConfig",

@@ -23,7 +23,7 @@ from spade.config.procedural import ProceduralConfig
 from spade.config.rollout import RewardConfig, RolloutConfig
 from spade.config.sandbox import Limits
 from spade.config.trainer import SFTConfig, TrainerConfig
-from spade.config.types import Mode
+from spade.config.types import ModeName
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ class TrainConfig:
     """Training steps (one update each); a checkpoint is written after every step."""
     seed: int = 0
     """Seed of every random choice in the run (designs, seeds of episodes, corpus order, probes)."""
-    mode: Mode = "selfplay"
+    mode: ModeName = "selfplay"
     """'selfplay': designer and agent (SPADE); 'fixed_pool': agent only, on a fixed pool (the baseline);
     'procedural': agent only, on Reasoning-Gym tasks with adaptive difficulty (see the procedural section)."""
     pool: str = ""

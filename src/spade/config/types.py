@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-Mode = Literal["selfplay", "fixed_pool", "procedural"]
+ModeName = Literal["selfplay", "fixed_pool", "procedural"]
 """'selfplay': designer and agent (SPADE); 'fixed_pool': agent only, on a fixed pool (the baseline);
 'procedural': agent only, on Reasoning-Gym tasks with adaptive difficulty."""
 

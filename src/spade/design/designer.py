@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import get_args
 
 from spade.design.edits import UNCHANGED, apply_line_edits, build_line_edit_messages
-from spade.design.prompts import DesignRequest, Mode, Truncate, build_design_messages, truncate_words
+from spade.design.prompts import DesignKind, DesignRequest, Truncate, build_design_messages, truncate_words
 from spade.replies import Extraction, ExtractStatus, extract_design_code, patch_blocks
 from spade.types import Completion, Message, Policy, SamplingParams, TrainSample
 
@@ -29,7 +29,7 @@ class Design:
     """
 
     messages: tuple[Message, ...]
-    mode: Mode
+    mode: DesignKind
     skill: str
     parent_id: str | None
     doc_id: str | None

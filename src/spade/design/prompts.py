@@ -36,7 +36,7 @@ from spade.types import CorpusDoc, Message
 EditFormat = Literal["file", "patch", "lines"]
 """``file``: the edit is the complete modified module; ``patch``: SEARCH/REPLACE blocks applied to the parent;
 ``lines``: numbered lines of the parent rewritten as ``N: text`` (see ``spade.design.edits``)."""
-Mode = Literal["generate", "edit"]
+DesignKind = Literal["generate", "edit"]
 """``generate``: write an environment from scratch; ``edit``: mutate a parent environment from memory."""
 ToolContract = Literal["single", "multi_turn"]
 """Tool-use environments: one task checked by the answer, or the authors' multi-turn instruction contract."""
@@ -74,7 +74,7 @@ class DesignRequest:
     """Everything one designer prompt is built from."""
 
     skill: str
-    mode: Mode
+    mode: DesignKind
     worked_example: str
     """Complete source of a seed environment of the same setting, or an outline of the interface with
     ``sketch`` (ignored in ``edit`` mode)."""

@@ -18,7 +18,7 @@ from spade.config.types import Setting
 from spade.design import tool_prompts
 from spade.design.corpus import CorpusSampler
 from spade.design.prompt_texts import GAMES_SKETCH
-from spade.design.prompts import DesignRequest, Exemplar, Mode, Negative
+from spade.design.prompts import DesignKind, DesignRequest, Exemplar, Negative
 from spade.memory.archive import EnvStatus, Memory
 
 
@@ -63,7 +63,7 @@ class Slot:
 
     index: int
     skill: str
-    mode: Mode
+    mode: DesignKind
 
 
 # -- skill rotation and slots --------------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def active_skills(skills: Sequence[str], per_regen: int, epoch: int) -> list[str
     return [skills[(start + i) % len(skills)] for i in range(per_regen)]
 
 
-def choose_mode(rng: random.Random, edit_fraction: float) -> Mode:
+def choose_mode(rng: random.Random, edit_fraction: float) -> DesignKind:
     """``edit`` with probability ``edit_fraction``, else ``generate``."""
     return "edit" if rng.random() < edit_fraction else "generate"
 

@@ -57,7 +57,7 @@ _PROBE_TOOL: ToolSchema = {
     "function": {"name": "spade_probe", "description": "probe", "parameters": {"type": "object"}},
 }
 
-Mode = Literal["prompt", "fc"]
+CallFormat = Literal["prompt", "fc"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +121,7 @@ class Verdict:
     decoded: str = ""
 
 
-def decode(text: str, mode: Mode, tools: list[ToolSchema] | None) -> list[dict[str, dict[str, Any]]]:
+def decode(text: str, mode: CallFormat, tools: list[ToolSchema] | None) -> list[dict[str, dict[str, Any]]]:
     """A reply's function calls as ``[{name: {arg: value}}]``; DecodeError when it holds none."""
     body = strip_reasoning(text)
     if mode == "prompt":
@@ -129,7 +129,9 @@ def decode(text: str, mode: Mode, tools: list[ToolSchema] | None) -> list[dict[s
     return bfcl_decode.decode_ast_fc(extract_tool_calls(body, tools).calls)
 
 
-def judge_single(item: bfcl_data.Item, text: str, mode: Mode, tools: list[ToolSchema] | None) -> Verdict:
+def judge_single(
+    item: bfcl_data.Item, text: str, mode: CallFormat, tools: list[ToolSchema] | None
+) -> Verdict:
     """Score one single-turn reply as BFCL's ``eval_runner`` does for the item's category."""
     helpers = bfcl_data.package_helpers()
     try:
@@ -162,14 +164,16 @@ def judge_single(item: bfcl_data.Item, text: str, mode: Mode, tools: list[ToolSc
     return Verdict(bool(result["valid"]), str(result.get("error_type", "")), errors, (text,), repr(decoded))
 
 
-def _conversation(item: bfcl_data.Item, mode: Mode) -> tuple[list[Message], list[ToolSchema] | None]:
+def _conversation(item: bfcl_data.Item, mode: CallFormat) -> tuple[list[Message], list[ToolSchema] | None]:
     messages: list[Message] = [dict(m) for m in item.entry["question"][0]]
     if mode == "prompt":
         return bfcl_decode.with_system_prompt(messages, item.entry["function"]), None
     return messages, bfcl_decode.to_tools(item.entry["function"])
 
 
-async def _single(policy: Policy, item: bfcl_data.Item, mode: Mode, sampling: SamplingParams) -> Verdict:
+async def _single(
+    policy: Policy, item: bfcl_data.Item, mode: CallFormat, sampling: SamplingParams
+) -> Verdict:
     messages, tools = _conversation(item, mode)
     prompt = policy.template.render(messages, tools, add_generation_prompt=True)
     completion = (await policy.sample([prompt], sampling))[0]
@@ -185,19 +189,21 @@ async def _single(policy: Policy, item: bfcl_data.Item, mode: Mode, sampling: Sa
 class _Turns:
     """What a multi-turn episode needs besides the policy."""
 
-    mode: Mode
+    mode: CallFormat
     sampling: SamplingParams
     max_steps: int
 
 
-def _decode_execute(text: str, mode: Mode, tools: list[ToolSchema] | None) -> list[str]:
+def _decode_execute(text: str, mode: CallFormat, tools: list[ToolSchema] | None) -> list[str]:
     decoded = decode(text, mode, tools)
     if mode == "prompt":
         return bfcl_decode.execution_list(decoded)
     return bfcl_decode.convert_to_function_call(decoded)
 
 
-def _turn_messages(item: bfcl_data.Item, turn: int, mode: Mode) -> tuple[list[Message], list[dict[str, Any]]]:
+def _turn_messages(
+    item: bfcl_data.Item, turn: int, mode: CallFormat
+) -> tuple[list[Message], list[dict[str, Any]]]:
     """The user messages that open ``turn`` and the functions it adds (miss_func's held-out ones)."""
     held_out = item.entry.get("missed_function", {}).get(str(turn))
     if held_out:
@@ -304,7 +310,7 @@ class BFCLSuite:
         if opts.fewshot:
             raise EvalError("bfcl has no few-shot convention: run it with fewshot 0")
         items = select(opts, params)
-        mode: Mode = (
+        mode: CallFormat = (
             params.mode if params.mode != "auto" else ("fc" if renders_tools(policy.template) else "prompt")
         )
         how = _Turns(mode, opts.sampling(), params.max_steps)
@@ -337,7 +343,7 @@ class BFCLSuite:
         return [_item_result(i, list(v), mode) for i, v in zip(items, verdicts, strict=True)]
 
 
-def _item_result(item: bfcl_data.Item, verdicts: list[Verdict], mode: Mode) -> ItemResult:
+def _item_result(item: bfcl_data.Item, verdicts: list[Verdict], mode: CallFormat) -> ItemResult:
     return ItemResult(
         suite=SUITE,
         item_id=item.id,

@@ -55,7 +55,7 @@ STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 _FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _KNOWN_PARAMS = frozenset({"k", "timeout_s", "mode"})
 
-Mode = Literal["chat", "completion"]
+ReplyFormat = Literal["chat", "completion"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +64,7 @@ class CodeParams:
 
     k: tuple[int, ...] = (1,)
     timeout_s: float = 3.0
-    mode: Mode = "chat"
+    mode: ReplyFormat = "chat"
 
 
 def parse_params(params: dict[str, Any]) -> CodeParams:
@@ -82,7 +82,7 @@ def parse_params(params: dict[str, Any]) -> CodeParams:
     mode = params.get("mode", "chat")
     if mode not in ("chat", "completion"):
         raise EvalError(f"code parameter mode must be 'chat' or 'completion', got {mode!r}")
-    return CodeParams(k=tuple(sorted(set(ks))), timeout_s=float(timeout), mode=cast(Mode, mode))
+    return CodeParams(k=tuple(sorted(set(ks))), timeout_s=float(timeout), mode=cast(ReplyFormat, mode))
 
 
 def load_problems() -> list[dict[str, Any]]:
@@ -121,7 +121,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
-def extract_code(reply: str, mode: Mode) -> str:
+def extract_code(reply: str, mode: ReplyFormat) -> str:
     """The completion in a reply: the first fenced code block in chat mode (else the reply), as is otherwise."""
     if mode == "completion":
         return reply
@@ -158,7 +158,7 @@ def chat_messages(problem: dict[str, Any], examples: Sequence[dict[str, Any]]) -
 
 
 def _prompt_ids(
-    policy: Policy, problem: dict[str, Any], examples: Sequence[dict[str, Any]], mode: Mode
+    policy: Policy, problem: dict[str, Any], examples: Sequence[dict[str, Any]], mode: ReplyFormat
 ) -> list[int]:
     template = policy.template
     if mode == "chat":
@@ -230,7 +230,7 @@ async def _episode(
     prompt: list[int],
     *,
     sampling: SamplingParams,
-    mode: Mode,
+    mode: ReplyFormat,
 ) -> dict[str, Any]:
     completion = (await policy.sample([prompt], sampling))[0]
     if completion.finish_reason == "error":

@@ -101,7 +101,7 @@ class SelfPlay(Mode):
         if not cfg.designer.train_rejected:  # rejection sampling, as released: only accepted designs train
             designed = tuple(d for d in designed if d.valid)
         new = [pending(d, per_env, step) for d in designed]
-        buffer = cr.observe([*state.credit, *new], per_env)
+        buffer = cr.add_plays([*state.credit, *new], per_env)
         due, rest = cr.release_due(buffer, step, cfg.reward.delay, final=final)
         state.credit = list(rest)
         if not due:

@@ -24,7 +24,7 @@ from typing import Any, NoReturn, Self, TypeVar
 from spade.config.sandbox import Limits
 from spade.env import StepResult
 from spade.errors import SpadeError
-from spade.sandbox import replies, validate
+from spade.sandbox import decode, validate
 from spade.sandbox.api import EnvMeta
 from spade.sandbox.errors import ErrorKind, SandboxError
 
@@ -159,13 +159,13 @@ class EnvHandle:
         """Load the source in the instance (done once by ``Sandbox.open``)."""
         args = {"source": source, "filename": filename, "max_turns": max_turns}
         value = self._call("load", args)
-        self.meta = self._valid("load", lambda: replies.meta(value))
+        self.meta = self._valid("load", lambda: decode.meta(value))
 
     async def aload(self, source: str, filename: str, max_turns: int | None) -> None:
         """Async :meth:`load`."""
         args = {"source": source, "filename": filename, "max_turns": max_turns}
         value = await self._acall("load", args)
-        self.meta = self._valid("load", lambda: replies.meta(value))
+        self.meta = self._valid("load", lambda: decode.meta(value))
 
     def _begin(self, op: str, args: dict[str, Any]) -> tuple[int, bytes]:
         if self._failure is not None:
@@ -244,7 +244,7 @@ class EnvHandle:
 
     def _decode(self, line: bytes, rid: int, op: str) -> Any:
         try:
-            return replies.parse(line, rid, op)
+            return decode.parse(line, rid, op)
         except SandboxError as exc:
             self._fail_with(exc)
 
@@ -288,7 +288,7 @@ class EnvHandle:
             return
         ended = self._end(grace=_EOF_GRACE_S)
         if self._failure is None:
-            kind, message = replies.explain_exit(ended, op, self.limits)
+            kind, message = decode.explain_exit(ended, op, self.limits)
             self._failure = SandboxError(kind, message, op=op)
 
     def _stopped(self, exc: BaseException, op: str) -> NoReturn:

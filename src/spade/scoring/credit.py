@@ -69,7 +69,7 @@ class PendingCredit:
     checked: bool = False
     """Rejected but its code was extracted and checked (``reward.checked_penalty``)."""
 
-    def observe(self, stats: EnvStats) -> PendingCredit:
+    def add_plays(self, stats: EnvStats) -> PendingCredit:
         """This entry with one more step's plays of its environment added to the window."""
         return replace(
             self,
@@ -113,9 +113,9 @@ class DueCredit:
     staleness: int
 
 
-def observe(buffer: Sequence[PendingCredit], per_env: Mapping[str, EnvStats]) -> tuple[PendingCredit, ...]:
+def add_plays(buffer: Sequence[PendingCredit], per_env: Mapping[str, EnvStats]) -> tuple[PendingCredit, ...]:
     """Add one step's plays to every valid entry whose environment was played; order is preserved."""
-    return tuple(e.observe(per_env[e.env_id]) if e.valid and e.env_id in per_env else e for e in buffer)
+    return tuple(e.add_plays(per_env[e.env_id]) if e.valid and e.env_id in per_env else e for e in buffer)
 
 
 def release_due(

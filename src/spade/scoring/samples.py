@@ -126,7 +126,7 @@ def env_stats(
 def pending(d: DesignOutcome, per_env: Mapping[str, EnvStats], step: int) -> PendingCredit:
     """A new buffer entry for one designer sample; a valid env none of whose plays finished counts as invalid.
 
-    Its window starts empty: :func:`spade.scoring.credit.observe` adds this step's plays like any later step's.
+    Its window starts empty: :func:`spade.scoring.credit.add_plays` adds this step's plays like any later step's.
     """
     stats = per_env.get(d.env_id)
     regret = stats.regret.regret if stats is not None and stats.regret is not None else None
