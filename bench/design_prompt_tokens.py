@@ -48,7 +48,7 @@ def first_request(cfg: TrainConfig, folder: Path) -> Any:
 
 
 def _skills(setting: str) -> dict[str, str]:
-    from spade.skills import skills_for  # noqa: PLC0415
+    from spade.config.skills import skills_for  # noqa: PLC0415
 
     return skills_for("tool_use" if setting == "tool_use" else "games")
 

@@ -30,11 +30,11 @@ import statistics
 import time
 from typing import Any
 
-from spade.backends.scripted import ScriptedPolicy
 from spade.cluster.local import LocalRayCluster, NodeSpec
 from spade.config import ClusterConfig, PlayConfig
 from spade.play.rollout import PlayJob, run_jobs
 from spade.sandbox import EnvRunner, Limits, Sandbox
+from spade.scripted.policy import ScriptedPolicy
 
 SOURCE = '''
 from spade.env import TextEnv

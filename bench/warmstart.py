@@ -3,7 +3,7 @@
     .venv/bin/python bench/warmstart.py [--model embedded] [--steps 1] [--examples 8] [--tokens 256]
         [--repeats 3] [--json]
 
-What is timed is the warm start's own loop (:func:`spade.training.sft._imitate`: ``--steps`` optimiser steps
+What is timed is the warm start's own loop (:func:`spade.run.warm_start._imitate`: ``--steps`` optimiser steps
 of ``--examples`` examples each, with the cpu-tiny preset's trainer settings) on synthetic examples shaped
 like its episodes (a prompt, then replies that carry the loss), once per repeat, in two conditions: the
 machine as it is ("quiet"), and with one more process spinning a core ("busy": a python loop, as another
@@ -35,7 +35,7 @@ import torch
 
 from spade.backends.threads import choose, load_average, usable_cores
 from spade.config import CPU_TINY, ModelConfig, TrainConfig
-from spade.training import sft
+from spade.run import warm_start as sft
 from spade.training.trainer import TorchTrainer
 from spade.types import TrainSample
 

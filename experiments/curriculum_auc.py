@@ -2,7 +2,7 @@
 within seed, recorded durably: the experiment of issue 42.
 
 Every arm in ``--arms`` trains, for every seed in ``--seeds``, from the same warm start (cached per seed
-under ``<runs>/.sft-cache``, :func:`spade.training.sft.cached_warm_start`) to the same sampled-token budget
+under ``<runs>/.sft-cache``, :func:`spade.run.warm_start.cached_warm_start`) to the same sampled-token budget
 (the last mark), and is evaluated on the held-out suite at the same sampled-token marks
 (``spade train --eval.at-tokens``, same items and evaluation seeds for every arm). Each finished run writes
 one small JSON record, ``<records>/<arm>-s<seed>.json`` (per-item episode returns and wins at each mark,

@@ -53,6 +53,32 @@ DESIGN = "spade.design.phase:DesignPhase.run"
 """``module:function`` or ``module:Class.method``: the design phase (``--design``)."""
 LOOP = "spade/run/loop.py"
 """The loop's file, under src (``--loop``)."""
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "types", "pyast", "seeds", "stopping", "resources", "toolcalls", "env"),
+    ("config",),
+    ("replies", "rundir", "transcripts"),
+    ("envs",),
+    ("sandbox",),
+    ("memory",),
+    ("checker",),
+    ("cluster",),
+    ("ecosystem",),
+    ("backends",),
+    ("training",),
+    ("play",),
+    ("design",),
+    ("scoring",),
+    ("scripted",),
+    ("modes",),
+    ("evals",),
+    ("run",),
+    ("cli",),
+    ("train",),
+)
+"""The layer order, bottom first: a package (or a flat module) imports only from its own layer and those below,
+``TYPE_CHECKING`` imports included (docs/architecture.md, "Layers")."""
+UP_ALLOWED = {("modes", "run"): "a mode's methods are handed the run's Components and LoopState"}
+"""Imports up the order that remain, each with its reason: the figure's target counts them."""
 
 
 # -- static figures ----------------------------------------------------------------------------------------
@@ -92,12 +118,13 @@ class Import:
     in_function: bool
 
 
-def imports(mods: dict[str, Path]) -> list[Import]:
-    """Every import of a package module by a package module (``TYPE_CHECKING`` blocks left out)."""
+def imports(mods: dict[str, Path], *, type_only: bool = False) -> list[Import]:
+    """Every import of a package module by a package module (``TYPE_CHECKING`` blocks left out unless
+    ``type_only``)."""
     found = []
     for mod, path in mods.items():
         tree = ast.parse(path.read_text(), str(path))
-        skip = _type_checking_lines(tree)
+        skip = set() if type_only else _type_checking_lines(tree)
         nested = {n.lineno for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
                   for n in ast.walk(f) if isinstance(n, ast.Import | ast.ImportFrom)}  # fmt: skip
         package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
@@ -197,6 +224,8 @@ class Static:
     cycles: list[list[str]] = field(default_factory=list)
     in_function_imports: list[str] = field(default_factory=list)
     config_imports: list[str] = field(default_factory=list)
+    layer_breaks: list[str] = field(default_factory=list)
+    package_cycles: list[list[str]] = field(default_factory=list)
     mode_reads: dict[str, int] = field(default_factory=dict)
     reply_parsers: dict[str, list[str]] = field(default_factory=dict)
     long_files: dict[str, int] = field(default_factory=dict)
@@ -208,7 +237,8 @@ def static() -> Static:
     """The figures read from the source."""
     mods = modules()
     found = imports(mods)
-    s = Static(cycles=cycles(found))
+    typed = imports(mods, type_only=True)
+    s = Static(cycles=cycles(found), layer_breaks=layer_breaks(typed), package_cycles=package_cycles(typed))
     s.in_function_imports = sorted({f"{i.source} -> {i.target}" for i in found if i.in_function})
     s.config_imports = sorted({i.target for i in found if _in(i.source, CONFIG) and not _in(i.target, CONFIG)
                                and i.target not in CONFIG_MAY_IMPORT})  # fmt: skip
@@ -228,6 +258,33 @@ def static() -> Static:
             if (n := (f.end_lineno or f.lineno) - f.lineno + 1) > MAX_FUNCTION_LINES:
                 s.long_functions[f"{mod}.{f.name}"] = n
     return s
+
+
+def unit(mod: str) -> str:
+    """The layer unit of a module: its package under ``spade`` (or the flat module itself)."""
+    return mod.split(".")[1] if "." in mod else mod
+
+
+def layer_breaks(found: list[Import]) -> list[str]:
+    """Imports up the layer order (:data:`LAYERS`) as ``unit -> unit`` pairs, each with a first example."""
+    rank = {u: i for i, layer in enumerate(LAYERS) for u in layer}
+    out: dict[str, str] = {}
+    for i in found:
+        a, b = unit(i.source), unit(i.target)
+        if "spade" in (a, b) or a == b:
+            continue
+        for u in (a, b):
+            if u not in rank:
+                raise SystemExit(f"{u}: not in architecture.LAYERS; place the new package in the layer order")
+        if rank[b] > rank[a]:
+            out.setdefault(f"{a} -> {b}", f"{i.source}:{i.line} imports {i.target}")
+    return [f"{k} ({v})" for k, v in sorted(out.items())]
+
+
+def package_cycles(found: list[Import]) -> list[list[str]]:
+    """Cycles between layer units (``TYPE_CHECKING`` imports included)."""
+    units = {Import(unit(i.source), unit(i.target), i.line, i.in_function) for i in found}
+    return cycles([i for i in units if i.source != i.target and "spade" not in (i.source, i.target)])
 
 
 def _in(mod: str, package: str) -> bool:
@@ -366,6 +423,8 @@ def figures(s: Static, walks: dict[str, Walk], loop: str = LOOP) -> dict[str, An
     return {
         "import cycles (module-level or in-function)": len(s.cycles),
         "imports inside functions (spade modules)": len(s.in_function_imports),
+        "package cycles (type-only imports included)": len(s.package_cycles),
+        "imports up the layer order (package pairs)": len(s.layer_breaks),
         "config imports from spade (beyond errors/types)": len(s.config_imports),
         "modules reading cfg.mode": len(s.mode_reads),
         "modules parsing model replies": len(s.reply_parsers),
@@ -383,6 +442,8 @@ def figures(s: Static, walks: dict[str, Walk], loop: str = LOOP) -> dict[str, An
 TARGETS = {
     "import cycles (module-level or in-function)": "0",
     "imports inside functions (spade modules)": "-",
+    "package cycles (type-only imports included)": f"<= {len(UP_ALLOWED)}",
+    "imports up the layer order (package pairs)": f"<= {len(UP_ALLOWED)}",
     "config imports from spade (beyond errors/types)": "0",
     "modules reading cfg.mode": "1 (the modes registry)",
     "modules parsing model replies": "1",
@@ -441,6 +502,8 @@ def _details(s: Static, walks: dict[str, Walk]) -> dict[str, Any]:
         "cycles": s.cycles,
         "in_function_imports": s.in_function_imports,
         "config_imports": s.config_imports,
+        "layer_breaks": s.layer_breaks,
+        "package_cycles": s.package_cycles,
         "mode_reads": s.mode_reads,
         "reply_parsers": s.reply_parsers,
         "long_files": s.long_files,

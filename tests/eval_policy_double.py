@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from spade.backends.scripted import ByteTemplate
+from spade.scripted.policy import ByteTemplate
 from spade.types import Completion, SamplingParams
 
 

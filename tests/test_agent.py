@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from spade import envs
-from spade.backends.scripted import ByteTemplate
 from spade.cli.play import ended_line
 from spade.config import PlayConfig
 from spade.play.agent import Episode, play_episode
 from spade.sandbox import Limits, Sandbox
 from spade.sandbox.inprocess import InProcessSandbox
+from spade.scripted.policy import ByteTemplate
 from spade.types import Completion, FinishReason, PlayStatus, SamplingParams, status_words
 
 

@@ -14,7 +14,6 @@ import pytest
 from spade import envs
 from spade.backends import prefix_cache_hit_rate
 from spade.backends.embedded import resolve_model
-from spade.backends.scripted import ByteTemplate
 from spade.backends.template import HFChatTemplate, TurnTemplate
 from spade.config import PlayConfig, TrainConfig
 from spade.play.agent import Episode, play_episode, reply_budget
@@ -23,6 +22,7 @@ from spade.play.rollout import prompt_reuse
 from spade.replies import parse_action, split_reasoning
 from spade.sandbox.inprocess import InProcessSandbox
 from spade.scoring.samples import agent_samples, score_agent
+from spade.scripted.policy import ByteTemplate
 from spade.types import Completion, PlayStatus, SamplingParams, Trajectory
 
 QWEN3_STYLE = (Path(__file__).parent / "fixtures" / "chat_templates" / "qwen3_style.jinja").read_text()

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -42,3 +44,32 @@ def test_a_missed_target_is_reported() -> None:
         "modules parsing model replies: 0 (target 1)",
         "files the config walks in one step: 13 (target <= 12)",
     ]
+
+
+def test_imports_keep_the_layer_order_type_only_ones_included() -> None:
+    """Every import goes to its own layer or one below, but the named exceptions (docs/architecture.md)."""
+    arch = _script()
+    typed = arch.imports(arch.modules(), type_only=True)
+    breaks = {line.split(" (")[0] for line in arch.layer_breaks(typed)}
+    assert breaks == {f"{a} -> {b}" for a, b in arch.UP_ALLOWED}
+
+
+def test_an_import_up_the_order_is_found_under_type_checking_too(tmp_path: Path) -> None:
+    arch = _script()
+    low, high = tmp_path / "low.py", tmp_path / "high.py"
+    low.write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from spade.run.loop import train\n"
+    )
+    high.write_text("")
+    mods = {"spade.config.low": low, "spade.run.loop": high}
+    assert arch.imports(mods) == []  # not run: no import cycle can come of it
+    typed = arch.imports(mods, type_only=True)
+    assert arch.layer_breaks(typed) == ["config -> run (spade.config.low:4 imports spade.run.loop)"]
+    assert arch.package_cycles(typed) == []
+
+
+def test_a_package_outside_the_layer_order_is_refused() -> None:
+    arch = _script()
+    new = arch.Import("spade.newpkg.thing", "spade.config", 1, False)
+    with pytest.raises(SystemExit, match=r"newpkg: not in architecture\.LAYERS"):
+        arch.layer_breaks([new])

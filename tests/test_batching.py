@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from spade.backends.batching import BatchingPolicy
-from spade.backends.scripted import ByteTemplate
+from spade.scripted.policy import ByteTemplate
 from spade.types import Completion, SamplingParams
 
 PARAMS = SamplingParams(temperature=0.7, max_tokens=8)

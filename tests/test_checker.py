@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from spade import envs
-from spade.checker import CheckReport, FindingCode, check_env, check_files
+from spade.checker import CheckReport, FindingCode, check_env
 from spade.checker.episodes import Episode, StepRecord
 from spade.checker.feasibility import exploit_findings, solution_actions, unconfirmed
 from spade.checker.probes import RandomActions, number_guess
+from spade.cli.check import check_files
 from spade.config import CheckerConfig, WinRule
 from spade.replies import extract_code, prose_actions
 from spade.sandbox import Limits, Sandbox, SandboxError

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from spade import envs
-from spade.checker import check_files
 from spade.checker.episodes import Episode, StepRecord
 from spade.checker.novelty import Fingerprint, Fingerprints, features, nearest
+from spade.cli.check import check_files
 from spade.memory.archive import Memory, seed_sources
 from spade.sandbox.inprocess import InProcessSandbox
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from spade import envs
-from spade.checker import CheckReport, FindingCode, check_env, check_files, rates, reuse
+from spade.checker import CheckReport, FindingCode, check_env, rates, reuse
 from spade.checker.episodes import Episode, StepRecord
 from spade.checker.rates import undecided, wilson
+from spade.cli.check import check_files
 from spade.config import PAPER, PAPER_TOOL, CheckerConfig
 from spade.config.errors import ConfigError
 from spade.sandbox import Limits, Sandbox, SandboxError

@@ -22,7 +22,7 @@ import curriculum_auc as exp
 
 from spade.cli.report import write_report
 from spade.cli.train import parse_config
-from spade.training import sft
+from spade.run import warm_start as sft
 
 SCRIPTED = ["--model.backend", "scripted", "--model.scripted.behaviour", "valid", "--play.turn-tokens", "256",
             "--play.action-mode", "boxed", "--play.demos", "0", "--designer.max-tokens", "4096",

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from spade import replies
+from spade.config.skills import GAME_SKILLS, TOOL_SKILLS
 from spade.design import designer, prompt_texts, prompts, tool_prompts
 from spade.design import request as planner
 from spade.design.designer import Design, apply_patch, patched_code
 from spade.design.prompts import DesignRequest, Exemplar, Negative, build_design_messages
 from spade.envs.loader import load_env_factory
 from spade.replies import Extraction, patch_blocks
-from spade.skills import GAME_SKILLS, TOOL_SKILLS
 from spade.types import Completion, CorpusDoc, Message, Policy, SamplingParams
 
 WORKED = '''"""A worked example."""
@@ -660,10 +660,10 @@ def test_multi_turn_worked_example_reveals_one_instruction_at_a_time() -> None:
 
 @pytest.mark.parametrize("source", ["example", "scripted"])
 def test_multi_turn_tool_environments_pass_the_checker(source: str) -> None:
-    from spade.backends.scripted import design_reply  # noqa: PLC0415
     from spade.checker import check_env  # noqa: PLC0415
     from spade.replies import extract_code  # noqa: PLC0415
     from spade.sandbox.inprocess import InProcessSandbox  # noqa: PLC0415
+    from spade.scripted.policy import design_reply  # noqa: PLC0415
 
     if source == "example":
         code = tool_prompts.MULTI_TURN_EXAMPLE

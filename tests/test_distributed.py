@@ -16,9 +16,9 @@ import torch
 
 from distributed_worker import CFG, record_gradients, samples
 from spade import training
-from spade.backends.scripted import ScriptedTrainer
 from spade.config import CPU_TINY, ModelConfig, TrainConfig
 from spade.rundir import RunDir
+from spade.scripted.trainer import ScriptedTrainer
 from spade.training import distributed, follow_run, make_trainer
 from spade.training.checkpoint import STATE_FILE, rng_state
 from spade.training.distributed import DistributedError
@@ -136,7 +136,7 @@ def test_a_follower_rank_builds_the_run_trainer_and_follows_rank_0(
         built.append((cfg, use_accelerate))
         return ScriptedTrainer()
 
-    monkeypatch.setattr(training, "_torch_trainer", torch_trainer)
+    monkeypatch.setattr(training, "_trainer", torch_trainer)
     monkeypatch.setattr(
         distributed, "_broadcast", lambda op, arg=None: ("stop", None)
     )  # rank 0 stops at once

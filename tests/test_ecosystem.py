@@ -22,8 +22,9 @@ from scripted_run import tiny_config, tiny_run
 from spade.cli.app import main
 from spade.cli.train import _failure
 from spade.ecosystem.remote import RemoteEnvError, pool_sources, remote_target
+from spade.errors import SetupError
 from spade.run.loop import train
-from spade.run.preflight import SetupError, check_pool
+from spade.run.preflight import check_pool
 from spade.rundir import RunDir
 from spade.sandbox import Sandbox
 

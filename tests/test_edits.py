@@ -135,7 +135,7 @@ def test_worked_example_is_a_mechanical_edit_of_the_same_lines() -> None:
 def test_the_scripted_designer_eases_every_level_differently_per_request(name: str) -> None:
     """cpu-tiny's designer asks for line edits of seed games: the scripted `valid` designer answers each
     request of a regeneration (its worked edit's variant) with its own edit that applies and parses."""
-    from spade.backends.scripted import ByteTemplate, ScriptedPolicy  # noqa: PLC0415
+    from spade.scripted.policy import ByteTemplate, ScriptedPolicy  # noqa: PLC0415
 
     spec = envs.spec(name)
     parent = Exemplar(spec.name, spec.source(), spec.skill, None, None)

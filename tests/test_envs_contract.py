@@ -24,9 +24,9 @@ import pytest
 
 import spade.envs
 from spade.config import CheckerConfig
+from spade.config.skills import GAME_SKILLS, TOOL_SKILLS
 from spade.design.hints import clean_hint
 from spade.env import TextEnv, ToolEnv, answer_action, tool_call_action
-from spade.skills import GAME_SKILLS, TOOL_SKILLS
 
 NAMES = spade.envs.names()
 CASES = [

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from spade import envs
-from spade.backends.scripted import ByteTemplate, ScriptedPolicy
 from spade.config import ConfigError, EvalConfig, EvalOptions, TrainConfig, preset
 from spade.envs import variants
 from spade.evals import rg
@@ -25,6 +24,7 @@ from spade.evals.results import read_results, write_results
 from spade.evals.runner import SuiteRequest, evaluate
 from spade.evals.stats import bootstrap_ci, paired_diff, summarise
 from spade.run.preflight import check_names
+from spade.scripted.policy import ByteTemplate, ScriptedPolicy
 from spade.types import Completion, SamplingParams, status_words
 
 DATA = Path(__file__).parent / "eval_data"

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from spade.backends.batching import BatchingPolicy
-from spade.backends.scripted import ByteTemplate
 from spade.config import CPU_TINY, EvalOptions
 from spade.evals import envs as envs_suite
 from spade.evals.base import eval_seed
 from spade.evals.policies import PolicySource, load_policy
 from spade.evals.runner import evaluate
 from spade.sandbox import EnvHandle, Sandbox
+from spade.scripted.policy import ByteTemplate
 from spade.types import Completion, SamplingParams
 
 TASKS = ("variants:combination_lock",)

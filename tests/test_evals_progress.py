@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from spade.backends.scripted import ScriptedPolicy
 from spade.config import EvalOptions
 from spade.evals import runner
 from spade.evals.base import ItemResult, Progress, Workload
@@ -17,6 +16,7 @@ from spade.evals.policies import ScriptedSolver, probe_rate
 from spade.evals.progress import Estimate, ProgressLog, duration, episode_tokens, rough_estimate
 from spade.evals.registry import SUITES, make_suite
 from spade.evals.runner import SuiteRequest, arun
+from spade.scripted.policy import ScriptedPolicy
 
 
 class FakeClock:

@@ -177,7 +177,7 @@ def test_eval_results_are_ignored_by_git() -> None:
 def test_an_engine_log_removed_while_the_evaluation_runs_is_no_crash(tmp_path: Path) -> None:
     """Two evaluations started in the same second in one folder share a results name; each keeps its own
     engine log (named with its process id), and a log that vanished leaves nothing to place."""
-    from spade.evals.engine_log import engine_output  # noqa: PLC0415
+    from spade.cli.engine_log import engine_output  # noqa: PLC0415
 
     out = tmp_path / "eval-results" / "20261207-024520"
     with engine_output(out, verbose=False) as console:

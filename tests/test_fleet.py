@@ -72,7 +72,7 @@ def test_the_loop_logs_the_fleet_metrics_and_the_glossary_explains_them() -> Non
 
     from spade.backends import policy_metrics  # noqa: PLC0415
     from spade.backends.batching import BatchingPolicy  # noqa: PLC0415
-    from spade.backends.scripted import ByteTemplate, ScriptedPolicy  # noqa: PLC0415
+    from spade.scripted.policy import ByteTemplate, ScriptedPolicy  # noqa: PLC0415
 
     policy = OpenAIPolicy(["http://a:1/v1", "http://b:2/v1"], template=ByteTemplate())
     logged = policy_metrics(BatchingPolicy(policy))  # what train.py adds to every step's row

@@ -169,7 +169,7 @@ class FakePolicy:
 
 
 def test_a_hint_prefix_starts_the_reply_and_the_continuation_is_the_hint() -> None:
-    from spade.backends.scripted import ByteTemplate  # noqa: PLC0415
+    from spade.scripted.policy import ByteTemplate  # noqa: PLC0415
 
     policy = FakePolicy([Completion(" guess the middle of what is left.", (1,), (-0.1,), "stop")])
     policy.template = ByteTemplate()  # type: ignore[assignment] # a template that encodes text
@@ -313,7 +313,7 @@ def test_played_hints_per_seed() -> None:
 
 
 def test_a_long_environment_is_cut_to_fit_the_hint_prompt() -> None:
-    from spade.backends.scripted import ByteTemplate  # noqa: PLC0415
+    from spade.scripted.policy import ByteTemplate  # noqa: PLC0415
 
     long_code = CODE + "".join(f"    def rule_{i}(self):\n        return {i}\n\n" for i in range(300))
     requests = [

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from spade import modes
-from spade.backends import scripted
 from spade.cli.train import parse_config
 from spade.config import ConfigError, ModelConfig, PlayConfig, ProceduralConfig, RolloutConfig, TrainConfig
 from spade.config import DesignerConfig as Designer
@@ -28,6 +27,7 @@ from spade.run.loop import train
 from spade.run.state import LoopState
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
+from spade.scripted import policy as scripted
 from spade.types import PlayStatus, Trajectory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from spade.config import ConfigError, RewardConfig, TrainConfig
+from spade.play.returns import episode_return, is_success, with_format_reward
 from spade.scoring.rewards import (
     DESIGNER_REWARDS,
     DesignInputs,
@@ -16,12 +17,9 @@ from spade.scoring.rewards import (
     designer_reward,
     designer_scale,
     ema_update,
-    episode_return,
     invalid_env_reward,
-    is_success,
     plateau,
     win_rate,
-    with_format_reward,
 )
 
 # -- episodes ----------------------------------------------------------------------------------------------

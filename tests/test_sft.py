@@ -15,7 +15,6 @@ import pytest
 
 from spade import envs, stopping
 from spade.backends.embedded import write_tiny_model
-from spade.backends.scripted import ScriptedTrainer
 from spade.backends.template import HFChatTemplate
 from spade.checker import check_env
 from spade.config import (
@@ -37,10 +36,11 @@ from spade.errors import SpadeError
 from spade.play.agent import Episode, play_episode
 from spade.play.demos import Demo, demo_seed, record_demo
 from spade.play.prompts import GAME_SYSTEM, RELEASED_GAME_ASK
+from spade.run import warm_start as sft
 from spade.run.loop import train
 from spade.run.preflight import check_names
 from spade.sandbox import Sandbox
-from spade.training import sft
+from spade.scripted.trainer import ScriptedTrainer
 from spade.training.trainer import TorchTrainer
 from spade.types import SamplingParams, Trajectory
 from test_agent import CannedPolicy

@@ -270,7 +270,7 @@ def test_metrics_are_json_lines(tmp_path: Path) -> None:
 
 def test_the_engine_gives_back_its_cache_every_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before each update, and at steps without one, so sampling never piles onto the last step's cache."""
-    from spade.backends.scripted import ScriptedPolicy  # noqa: PLC0415
+    from spade.scripted.policy import ScriptedPolicy  # noqa: PLC0415
 
     calls: list[int] = []
     monkeypatch.setattr(ScriptedPolicy, "release_memory", lambda self: calls.append(1), raising=False)
@@ -282,7 +282,7 @@ def test_a_step_whose_every_play_fails_in_the_model_stops_the_run_resumably(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A broken engine answers every request with an error: the run stops instead of training on nothing."""
-    from spade.backends.scripted import ScriptedPolicy  # noqa: PLC0415
+    from spade.scripted.policy import ScriptedPolicy  # noqa: PLC0415
 
     cfg = scripted_config(tmp_path, "valid", steps=2)
     train(dataclasses.replace(cfg, steps=1))
@@ -308,7 +308,7 @@ def test_replies_cut_by_a_stop_request_stop_the_run_and_are_not_scored(
 ) -> None:
     """An engine ends its batch at once on a stop request, with error replies: the phase that asked for
     them must stop the run there, not count them as failed designs, failed plays or wrong answers."""
-    from spade.backends.scripted import ScriptedPolicy  # noqa: PLC0415
+    from spade.scripted.policy import ScriptedPolicy  # noqa: PLC0415
 
     async def cut(self: object, prompts: list[list[int]], params: object) -> list[Completion]:
         stopping.request("SIGINT")  # Ctrl-C while the batch was sampled

@@ -32,7 +32,7 @@ class TextEnv:
     max_turns: int = 10
     """Turn budget of one episode."""
     skill: ClassVar[str] = ""
-    """Target skill slug (see ``spade.skills``); the first docstring line is the one-line description."""
+    """Target skill slug (see ``spade.config.skills``); the first docstring line is the one-line description."""
     difficulty_levels: ClassVar[int] = 1
     """Number of difficulty levels accepted by ``reset(options={"difficulty": k})``, ``k`` in ``[0, n)``."""
     default_difficulty: ClassVar[int] = 0

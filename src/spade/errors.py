@@ -10,3 +10,7 @@ from __future__ import annotations
 
 class SpadeError(Exception):
     """An error raised by spade on purpose; the message says what is wrong and how to fix it."""
+
+
+class SetupError(SpadeError):
+    """A run (or an evaluation) cannot start as configured; the message says what to change."""

@@ -5,7 +5,7 @@ environment receives (:func:`parse_action`, the ``\\boxed{}`` rules), the enviro
 (:func:`extract_code`, :func:`extract_design_code`), the SEARCH/REPLACE blocks and ``N: text`` lines of an edit
 (:func:`patch_blocks`, :func:`parse_line_edits`), the text of a hint (:func:`hint_text`) and a review's
 verdict (:func:`review_verdict`), the ``<tool_call>`` blocks of a tool-use reply (:func:`extract_tool_calls`;
-each block's JSON or XML form is decoded by :mod:`spade.backends.toolcalls`). The actions an environment's
+each block's JSON or XML form is decoded by :mod:`spade.toolcalls`). The actions an environment's
 ``solution()`` writes are read with the same rules (:func:`tagged_actions`, :func:`all_boxed`,
 :func:`prose_actions`, :func:`normalised_answer`).
 Environment sandboxes preload this module, so it imports nothing heavy.
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from spade.backends.toolcalls import CLOSE, OPEN, decode_block, schemas_by_name
 from spade.config.types import ActionMode
 from spade.pyast import parse_expression, parse_module
+from spade.toolcalls import CLOSE, OPEN, decode_block, schemas_by_name
 from spade.types import FinishReason, ToolCall, ToolSchema
 
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)

@@ -4,10 +4,9 @@
 parse → static → load → determinism → steps → termination → tools → feasibility → reuse → turns → exploit and
 stops after the first rung with a fatal finding. Every finding has a :class:`FindingCode`, a severity and a
 message that says what is wrong, the likely cause and the fix (a model reply's code is taken out by
-:func:`spade.replies.extract_code`); ``check_files`` is the ``spade check`` command.
+:func:`spade.replies.extract_code`); the ``spade check`` command is :mod:`spade.cli.check`.
 """
 
-from spade.checker.cli import check_files, format_report
 from spade.checker.findings import (
     DEFAULT_SEVERITY,
     CheckReport,
@@ -33,6 +32,4 @@ __all__ = [
     "Stage",
     "acheck_env",
     "check_env",
-    "check_files",
-    "format_report",
 ]

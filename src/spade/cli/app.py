@@ -195,7 +195,7 @@ def _cmd_check(argv: Sequence[str]) -> int:
     if not args.files:
         print("spade check: give at least one FILE (see `spade check --help`)", file=sys.stderr)
         return 2
-    from spade.checker import check_files  # noqa: PLC0415 - subcommands import what they need
+    from spade.cli.check import check_files  # noqa: PLC0415 - subcommands import what they need
     from spade.config import PRESETS  # noqa: PLC0415 - as above
 
     if args.preset is not None and args.preset not in PRESETS:

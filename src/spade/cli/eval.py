@@ -32,10 +32,10 @@ from rich.console import Console as RichConsole
 
 from spade import stopping
 from spade.cli.console import Console, failure_note
+from spade.cli.engine_log import engine_output
 from spade.config import EvalOptions, EvalSettings, ModelConfig
 from spade.evals import protocols
 from spade.evals.base import EvalError, Progress, Workload
-from spade.evals.engine_log import engine_output
 from spade.evals.registry import DATA_SUITES, SUITES
 
 if TYPE_CHECKING:
@@ -421,7 +421,8 @@ def _list_tasks() -> int:
     from spade.evals.registry import make_suite  # noqa: PLC0415
 
     make_suite("reasoning_gym")  # a missing package fails here with the install hint
-    from spade.evals.rg import all_tasks, category_of  # noqa: PLC0415
+    from spade.envs.rg_tasks import category_of  # noqa: PLC0415
+    from spade.evals.rg import all_tasks  # noqa: PLC0415
 
     for name in all_tasks():
         print(f"{name:<28} {category_of(name)}")

@@ -2,7 +2,7 @@
 
 A runtime option changes how a run uses the machine, or what it writes for people to read, never what it
 computes: ``spade train --resume`` accepts new values of these (and only these) and the warm-start cache
-(:mod:`spade.training.sft`) leaves them out of its key.
+(:mod:`spade.run.warm_start`) leaves them out of its key.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class TrainerConfig:
 
 @dataclass(frozen=True, slots=True)
 class SFTConfig:
-    """Supervised warm start of the agent before RL, the same for every mode (see spade.training.sft).
+    """Supervised warm start of the agent before RL, the same for every mode (see spade.run.warm_start).
 
     The agent is trained to imitate the scripted solutions (``solution()``) of seed games at the level it
     will play (``play.difficulty``), on seeds it is never scored on; only its own replies carry the loss.

@@ -13,7 +13,7 @@ ModeName = Literal["selfplay", "fixed_pool", "procedural"]
 'procedural': agent only, on Reasoning-Gym tasks with adaptive difficulty."""
 
 Setting = Literal["games", "tool_use"]
-"""Which skills environments are designed for (see :mod:`spade.skills`)."""
+"""Which skills environments are designed for (see :mod:`spade.config.skills`)."""
 
 ActionMode = Literal["boxed", "boxed_last", "lenient", "raw"]
 """``boxed``: the *first* ``\\boxed{...}`` after any reasoning block, else the stripped text (the authors'

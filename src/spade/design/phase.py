@@ -15,13 +15,15 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spade import cluster, transcripts
 from spade.checker import Checker, CheckReport
 from spade.checker.novelty import Fingerprints
 from spade.config import DesignerConfig, TrainConfig
+from spade.config.skills import skills_for
 from spade.design.check import Checks
+from spade.design.corpus import CorpusSampler
 from spade.design.designer import Design, design, design_metrics
 from spade.design.hints import Hinter
 from spade.design.request import Requests, Slot, plan_slots
@@ -29,12 +31,9 @@ from spade.design.samples import DesignSamples
 from spade.memory.archive import EnvStatus, Memory, StoredFinding
 from spade.play.rollout import reset_options
 from spade.rundir import RunDir
+from spade.sandbox import EnvRunner
 from spade.seeds import derive_rng
-from spade.skills import skills_for
 from spade.types import EnvSource, Policy, SamplingParams, plural
-
-if TYPE_CHECKING:
-    from spade.run.components import Components
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,11 +217,21 @@ class _Attempts:
     check_s: float = 0.0
 
 
-def build(cfg: TrainConfig, c: Components) -> DesignPhase:
-    """The design phase of ``cfg``'s run over its components (its settings resolved once, here)."""
+def build(
+    cfg: TrainConfig,
+    *,
+    run: RunDir,
+    policy: Policy,
+    runner: EnvRunner,
+    memory: Memory,
+    sampler: CorpusSampler | None,
+    keep_transcripts: bool,
+    progress: Callable[[str], None],
+) -> DesignPhase:
+    """The design phase of ``cfg``'s run over the run's parts (its settings resolved once, here)."""
     d = cfg.designer
     checks = Checks(
-        Checker(cfg.checker, cfg.play), c.runner, c.memory, c.policy, cfg.seed,
+        Checker(cfg.checker, cfg.play), runner, memory, policy, cfg.seed,
         concurrency=cluster.check_concurrency(cfg.cluster), review=cfg.checker.llm_review,
         review_tokens=cfg.checker.review_max_tokens or d.hint_max_tokens,
         review_temperature=cfg.checker.review_temperature, review_fail_open=cfg.checker.review_fail_open,
@@ -230,19 +239,19 @@ def build(cfg: TrainConfig, c: Components) -> DesignPhase:
         options=reset_options(cfg.play, None),
     )  # fmt: skip
     hinter = Hinter(
-        d, c.policy, c.runner, c.memory, cfg.seed,
+        d, policy, runner, memory, cfg.seed,
         hint_plays=cfg.rollout.hint_plays_per_env, max_context=cfg.model.max_context,
     )  # fmt: skip
     seeds = cfg.checker.novelty_seeds
     return DesignPhase(
-        d, cfg.seed, c.policy, c.memory, c.run,
-        requests=Requests(d, c.memory, c.sampler, steer=cfg.memory.enabled),
+        d, cfg.seed, policy, memory, run,
+        requests=Requests(d, memory, sampler, steer=cfg.memory.enabled),
         checks=checks,
         hinter=hinter,
-        samples=DesignSamples(c.run),
-        keep_transcripts=c.keep.enabled,
-        novelty=Fingerprints(c.runner, seeds, cfg.play.difficulty) if seeds > 0 else None,
-        progress=c.progress,
+        samples=DesignSamples(run),
+        keep_transcripts=keep_transcripts,
+        novelty=Fingerprints(runner, seeds, cfg.play.difficulty) if seeds > 0 else None,
+        progress=progress,
     )  # fmt: skip
 
 

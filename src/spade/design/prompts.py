@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from spade.config.skills import setting_of, skills_for
 from spade.config.types import Difficulty
 from spade.design import tool_prompts
 from spade.design.prompt_texts import (
@@ -30,7 +31,6 @@ from spade.design.prompt_texts import (
     SYSTEM_TOOLS,
     generate_instruction,
 )
-from spade.skills import setting_of, skills_for
 from spade.types import CorpusDoc, Message
 
 EditFormat = Literal["file", "patch", "lines"]

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spade.config import ConfigError, DesignerConfig
+from spade.config.skills import skills_for
 from spade.memory.archive import seed_sources
 from spade.pyast import parse_module
-from spade.skills import skills_for
 from spade.types import EnvSource
 
 _SKILL_SUFFIX = re.compile(r"(.+):([a-z_]+)")

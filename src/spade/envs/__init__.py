@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spade.config.skills import setting_of
 from spade.config.types import Setting
 from spade.env import TextEnv, ToolEnv
-from spade.skills import setting_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import replace
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from spade.config.sandbox import Limits
@@ -170,10 +171,21 @@ ENV = ReasoningGymTask
 '''
 
 
+@functools.cache
+def hard_table() -> dict[str, Any]:
+    """The shipped appendix-A.3 table: ``{"source": ..., "tasks": {name: {"category", "hard_config"}}}``."""
+    text = resources.files("spade.envs").joinpath("data/reasoning_gym_hard.json").read_text()
+    table: dict[str, Any] = json.loads(text)
+    return table
+
+
+def category_of(task: str) -> str:
+    """The SPADE paper's category of a task ('other' outside the hard table)."""
+    return str(hard_table()["tasks"].get(task, {}).get("category", "other"))
+
+
 def task_source(task: str, tries: int = 2) -> EnvSource:
     """The native environment source of ``task`` (id ``rg:<task>``), with its curriculum's levels baked in."""
-    from spade.evals.rg import category_of  # noqa: PLC0415 - imports reasoning_gym
-
     code = _TEMPLATE.format(
         task=task, levels=list(task_levels(task)), tries=tries, ask=ASK, skill=category_of(task)
     )

@@ -32,9 +32,9 @@ from spade.evals.base import EvalError, ItemResult, Progress, Workload, eval_see
 from spade.evals.chat import gather_bounded
 from spade.evals.policies import ScriptedSolver
 from spade.memory.archive import EnvStatus, Memory
+from spade.play.returns import episode_return, is_success
 from spade.play.rollout import PlayJob, run_jobs
 from spade.sandbox import EnvRunner, Sandbox, SandboxError
-from spade.scoring.rewards import episode_return, is_success
 from spade.types import Policy, Trajectory, status_words
 
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from spade.backends.scripted import ByteTemplate
 from spade.config import ModelConfig, to_dict
 from spade.errors import SpadeError
 from spade.evals.base import EvalError
+from spade.scripted.policy import ByteTemplate
 from spade.types import ChatTemplate, Completion, Policy, SamplingParams
 
 PolicyKind = Literal["model", "run", "solver"]
@@ -117,7 +117,8 @@ def load_policy(source: PolicySource, concurrency: int, *, top_k: int = 0) -> Po
     model = dataclasses.replace(model, max_concurrency=max(model.max_concurrency, concurrency))
     if model.backend == "openai":  # a server that is down is one line now, not an outage wait later
         from spade.backends.openai_server import top_k_refusal  # noqa: PLC0415 - httpx only for servers
-        from spade.run.preflight import SetupError, check_servers  # noqa: PLC0415
+        from spade.backends.server_check import check_servers  # noqa: PLC0415
+        from spade.errors import SetupError  # noqa: PLC0415
 
         if top_k > 0 and (refusal := top_k_refusal(model.openai.base_urls)):
             raise EvalError(refusal)

@@ -21,10 +21,10 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from spade.config import EvalOptions
+from spade.envs.rg_tasks import category_of, hard_table
 from spade.evals.base import EvalError, ItemResult, Progress, Workload, eval_seed, plural
 from spade.evals.chat import ChatEpisode, Judge, Verdict, chat_episode, gather_bounded
 from spade.types import Message, Policy, SamplingParams
@@ -67,22 +67,9 @@ EASY: dict[str, dict[str, Any]] = {
 """The ``easy`` preset: one-digit, few-term configurations where a ~100M model can sometimes win."""
 
 
-@functools.cache
-def hard_table() -> dict[str, Any]:
-    """The shipped appendix-A.3 table: ``{"source": ..., "tasks": {name: {"category", "hard_config"}}}``."""
-    text = resources.files("spade.evals").joinpath("data/reasoning_gym_hard.json").read_text()
-    table: dict[str, Any] = json.loads(text)
-    return table
-
-
 def all_tasks() -> list[str]:
     """Every Reasoning-Gym task name."""
     return sorted(DATASETS)
-
-
-def category_of(task: str) -> str:
-    """The SPADE paper's category of a task ('other' outside the hard table)."""
-    return str(hard_table()["tasks"].get(task, {}).get("category", "other"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from spade.config import TrainConfig
+from spade.config.skills import skills_for
 from spade.design import DesignOutcome
 from spade.design.seed_files import designer_seed_sources
 from spade.ecosystem import remote as ecosystem_remote
@@ -27,7 +28,6 @@ from spade.run.state import LoopState
 from spade.sandbox import Limits
 from spade.scoring.credit import EnvStats
 from spade.seeds import derive_rng, derive_seed
-from spade.skills import skills_for
 from spade.types import EnvSource, TrainSample, Trajectory
 
 
@@ -63,7 +63,7 @@ class Mode(ABC):
         del cfg  # no check of its own: a mode that needs one overrides this
 
     def preflight(self, cfg: TrainConfig) -> None:
-        """Raise :class:`spade.run.preflight.SetupError` for a problem with what this mode reads from disk."""
+        """Raise :class:`spade.errors.SetupError` for a problem with what this mode reads from disk."""
         if cfg.memory.warm_start:
             preflight.check_pool(cfg.pool)
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from spade.backends.template import TokenStream, TurnTemplate
-from spade.backends.toolcalls import OPEN as TOOL_CALL_OPEN
 from spade.config import PlayConfig
 from spade.play.demos import Demo
 from spade.play.prompts import HINT_TEMPLATE, opening_messages
+from spade.play.returns import episode_return, is_success, with_format_reward
 from spade.replies import (
     has_answer,
     last_boxed,
@@ -30,7 +30,7 @@ from spade.replies import (
     strip_reasoning,
 )
 from spade.sandbox import EnvInstance, SandboxError
-from spade.scoring.rewards import episode_return, is_success, with_format_reward
+from spade.toolcalls import OPEN as TOOL_CALL_OPEN
 from spade.types import (
     Completion,
     Message,

@@ -125,6 +125,10 @@ def make_components(
             envs_per_regen=cfg.designer.envs_per_regen, capacity=cluster.instance_capacity(cfg.cluster, limits),
         )  # fmt: skip
         c = Components(run, policy, trainer, runner, memory, sampler, player, cfg.transcripts, progress)
-        c.design = design.build(cfg, c) if mode.designs else None
+        if mode.designs:
+            c.design = design.build(
+                cfg, run=run, policy=policy, runner=runner, memory=memory, sampler=sampler,
+                keep_transcripts=cfg.transcripts.enabled, progress=progress,
+            )  # fmt: skip
         stopping.check()
         yield c

@@ -22,12 +22,13 @@ from spade.config import TrainConfig
 from spade.errors import SpadeError
 from spade.evals.intrain import TrainEval
 from spade.modes import Mode, Regeneration
+from spade.run import warm_start
 from spade.run.components import Components, make_components
 from spade.run.resume import Progress, Resumed, check_start, fresh, open_run, restore, save_checkpoint
 from spade.run.state import LoopState
 from spade.rundir import RunDir
 from spade.scoring.samples import remember, score_agent, update_line
-from spade.training import distributed, follow_run, sft
+from spade.training import distributed, follow_run
 from spade.types import PlayStatus, TrainSample, Trajectory, plural
 
 
@@ -115,13 +116,12 @@ async def _warm_start(
         return {}
     edits = f" and {cfg.sft.designs} line edits" if cfg.sft.designs else ""
     edits += f" and {cfg.sft.hints} hints" if cfg.sft.hints else ""
-    progress(
-        f"sft: warm start on {cfg.sft.episodes} scripted episodes of {', '.join(sft.env_names(cfg))}{edits}"
-    )
+    games = ", ".join(warm_start.env_names(cfg))
+    progress(f"sft: warm start on {cfg.sft.episodes} scripted episodes of {games}{edits}")
     c.policy.release_memory()
-    metrics = await sft.cached_warm_start(cfg, c.runner, c.policy.template, c.trainer, progress)
+    metrics = await warm_start.cached_warm_start(cfg, c.runner, c.policy.template, c.trainer, progress)
     c.policy.load_weights(c.trainer.export_weights(run.root / "policy"))
-    progress(sft.describe(metrics, sft.env_names(cfg)))
+    progress(warm_start.describe(metrics, warm_start.env_names(cfg)))
     return metrics
 
 

@@ -13,23 +13,16 @@ removes the fresh run directory again.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
-import httpx
-
+from spade.backends.server_check import check_servers
 from spade.config import ConfigError, DesignerConfig, EvalConfig, ModelConfig, TrainConfig
+from spade.config.skills import skills_for
 from spade.design.seed_files import is_file_entry, seed_files
 from spade.ecosystem import remote as ecosystem_remote
-from spade.errors import SpadeError
-from spade.skills import skills_for
+from spade.errors import SetupError
 from spade.training import distributed
-
-SERVER_CHECK_TIMEOUT_S = 5.0
-
-
-class SetupError(SpadeError):
-    """A run cannot start as configured; the message says what to change."""
 
 
 def check_setup(cfg: TrainConfig, *, fresh: bool, mode_checks: Callable[[TrainConfig], None]) -> None:
@@ -197,34 +190,3 @@ def check_model(model: str) -> None:
         resolve_model(model)
     except ModelNotFoundError as exc:
         raise SetupError(f"--model.model: {exc}") from None
-
-
-def check_servers(base_urls: Sequence[str]) -> None:
-    """Every endpoint of a generation fleet answers (see :func:`check_server`); at least one is given."""
-    if not base_urls:
-        raise SetupError(
-            "model.backend 'openai' needs a server URL: --model.openai.base-urls http://HOST:PORT/v1"
-        )
-    for url in base_urls:
-        check_server(url)
-
-
-def check_server(base_url: str) -> None:
-    """An OpenAI-compatible server answers ``GET {base_url}/models``."""
-    if not base_url.startswith(("http://", "https://")):
-        raise SetupError(
-            f"--model.openai.base-urls: {base_url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1"
-        )
-    url = base_url.rstrip("/") + "/models"
-    try:
-        response = httpx.get(url, timeout=SERVER_CHECK_TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        raise SetupError(
-            f"no model server answers at {base_url} ({type(exc).__name__}): start the server first "
-            "(see docs/running.md) or fix --model.openai.base-urls"
-        ) from None
-    if response.status_code >= 400:
-        raise SetupError(
-            f"the model server at {base_url} answered GET /models with HTTP {response.status_code}: "
-            "check --model.openai.base-urls (each ends in /v1) and the server's log"
-        )

@@ -1,6 +1,6 @@
 """Reward and advantage math (SPEC §8): pure functions, no state beyond what is passed in and returned.
 
-- Episode returns: ``final`` (the released recipe: last step's reward if terminated, else 0) or ``sum``.
+- Episode returns and wins: :mod:`spade.play.returns`.
 - Hint-based regret: :mod:`spade.scoring.regret`; delayed designer credit: :mod:`spade.scoring.credit`.
 - Designer reward variants in a small read-only registry selected by ``RewardConfig.variant``.
 - Per-role advantages: agent group z-scores, designer per-skill centring with a fixed scale.
@@ -12,52 +12,18 @@ import types
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from spade.play.returns import clip
+
 if TYPE_CHECKING:
     from spade.config import RewardConfig
 
-ReturnMode = Literal["final", "sum"]
 ZERO_STD = 1e-9
 """A group whose returns have a population std at or below this is treated as constant."""
-
-
-def _clip(x: float, lo: float, hi: float) -> float:
-    return min(hi, max(lo, x))
-
-
-# -- episodes ----------------------------------------------------------------------------------------------
-
-
-def episode_return(rewards: Sequence[float], terminated: bool, mode: ReturnMode = "final") -> float:
-    """The return of one episode, always in [-1, 1].
-
-    Args:
-        rewards: The per-step rewards in order.
-        terminated: Whether the environment ended the episode (as opposed to a budget running out).
-        mode: ``final``: the last reward if terminated, else 0 (outcome only); ``sum``: the clipped sum.
-    """
-    if mode == "final":
-        return _clip(float(rewards[-1]), -1.0, 1.0) if terminated and rewards else 0.0
-    if mode == "sum":
-        return _clip(float(sum(rewards)), -1.0, 1.0)
-    raise ValueError(f"unknown return mode {mode!r}; use 'final' or 'sum'")
-
-
-def is_success(episode_return_: float, terminated: bool, threshold: float = 1.0) -> bool:
-    """An episode is won when the environment ended it and the return reaches ``threshold``."""
-    return terminated and episode_return_ >= threshold
-
-
-def with_format_reward(episode_return_: float, well_formed: float, bonus: float) -> float:
-    """Add ``bonus`` times the fraction of well-formed replies (0 disables it); success uses the plain return.
-
-    A fraction rather than all-or-nothing gives a small model a graded signal before its first win.
-    """
-    return episode_return_ + bonus * well_formed
 
 
 def win_rate(successes: Sequence[bool]) -> float:
@@ -100,7 +66,7 @@ DesignerRewardFn = Callable[[DesignInputs, "RewardConfig"], float]
 
 def regret_reward(x: DesignInputs, cfg: RewardConfig) -> float:
     """The paper's reward: regret floored at 0, scaled, clipped to ``[0, regret_clip]``."""
-    return _clip(max(0.0, x.regret) * cfg.regret_scale, 0.0, cfg.regret_clip)
+    return clip(max(0.0, x.regret) * cfg.regret_scale, 0.0, cfg.regret_clip)
 
 
 def _plateau_of(x: DesignInputs, cfg: RewardConfig) -> float:
@@ -110,7 +76,7 @@ def _plateau_of(x: DesignInputs, cfg: RewardConfig) -> float:
 def blend_reward(x: DesignInputs, cfg: RewardConfig) -> float:
     """The released recipe: ``w * plateau(win rate) + (1 - w) * clip(regret / norm, 0, 1)``, in [0, 1]."""
     w = cfg.blend_plateau_weight
-    return w * _plateau_of(x, cfg) + (1.0 - w) * _clip(x.regret / cfg.blend_regret_norm, 0.0, 1.0)
+    return w * _plateau_of(x, cfg) + (1.0 - w) * clip(x.regret / cfg.blend_regret_norm, 0.0, 1.0)
 
 
 def solve_rate_reward(x: DesignInputs, cfg: RewardConfig) -> float:

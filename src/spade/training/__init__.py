@@ -4,11 +4,12 @@
 - :mod:`~spade.training.trainer`: the torch Trainer (one optimiser step per training step), with
   :mod:`~spade.training.micro_batches` (packing and per-token loss pieces), :mod:`~spade.training.model`
   (LoRA, reference model, accelerator) and :mod:`~spade.training.checkpoint` (its state file);
-- :mod:`~spade.training.sft`: the supervised warm start before RL;
+- :mod:`~spade.run.warm_start`: the supervised warm start before RL;
 - :mod:`~spade.training.distributed`: multi-process training under ``accelerate launch``.
 
-The torch trainer is imported only when a run selects it (:data:`TORCH_TRAINER`), so importing this package
-stays cheap and a scripted run never loads torch, as :func:`spade.backends.make_policy` does for engines.
+A run's trainer is the one its backend names (:data:`spade.backends.registry.TRAINERS`), imported only when
+built, so importing this package stays cheap and a scripted run never loads torch, as
+:func:`spade.backends.make_policy` does for engines.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spade.backends import set_threads
-from spade.backends.scripted import ScriptedTrainer
+from spade.backends.registry import TRAINERS
 from spade.config import TrainConfig
 from spade.rundir import RunDir
 from spade.training.distributed import (
@@ -32,25 +33,18 @@ from spade.training.distributed import (
 )
 from spade.types import Trainer
 
-__all__ = ["TORCH_TRAINER", "follow_run", "make_trainer"]
-
-TORCH_TRAINER = "spade.training.trainer:TorchTrainer"
-"""``module:Class`` of the trainer of every backend but ``scripted``; imported when first built."""
+__all__ = ["follow_run", "make_trainer"]
 
 
 def make_trainer(cfg: TrainConfig) -> Trainer:
-    """The Trainer matching the policy backend: the scripted double for ``scripted``, else the torch trainer."""
-    if cfg.model.backend == "scripted":
-        if launched():
-            check_backend(cfg)
-        return ScriptedTrainer()
-    set_threads(cfg.model.threads)
-    if launched():  # rank 0 of `accelerate launch`: the other ranks follow this trainer's calls
+    """The Trainer the policy backend names (:data:`~spade.backends.registry.TRAINERS`); under ``accelerate
+    launch`` (rank 0), the torch trainer wrapped so that the other ranks follow its calls."""
+    if launched():
         check_backend(cfg)
-        inner = _torch_trainer(cfg, use_accelerate=True)
+        inner = _trainer(cfg, use_accelerate=True)
         check_world(inner)
         return LeaderTrainer(inner)
-    return _torch_trainer(cfg, use_accelerate=False)
+    return _trainer(cfg, use_accelerate=False)
 
 
 def follow_run(cfg: TrainConfig, *, resume: bool, progress: Callable[[str], None] | None = None) -> RunDir:
@@ -63,7 +57,7 @@ def follow_run(cfg: TrainConfig, *, resume: bool, progress: Callable[[str], None
         cfg = run.load_config()
     check_backend(cfg)
     say(set_threads(cfg.model.threads).line())
-    trainer = _torch_trainer(cfg, use_accelerate=True)
+    trainer = _trainer(cfg, use_accelerate=True)
     check_world(trainer)
     say(f"rank {rank()} of {world_size()}: training as rank 0 asks (rank 0 shows the run's progress)")
     updates = follow(trainer)
@@ -71,9 +65,9 @@ def follow_run(cfg: TrainConfig, *, resume: bool, progress: Callable[[str], None
     return run
 
 
-def _torch_trainer(cfg: TrainConfig, *, use_accelerate: bool) -> Trainer:
-    """``TorchTrainer.from_config``, its module (torch, transformers) imported on first use."""
-    module, _, name = TORCH_TRAINER.partition(":")
+def _trainer(cfg: TrainConfig, *, use_accelerate: bool) -> Trainer:
+    """The backend's trainer class, its module (torch, transformers for the torch trainer) imported on first use."""
+    module, _, name = TRAINERS[cfg.model.backend].partition(":")
     trainer_cls: Any = getattr(importlib.import_module(module), name)
     trainer: Trainer = trainer_cls.from_config(cfg, use_accelerate=use_accelerate)
     return trainer

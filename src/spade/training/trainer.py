@@ -56,6 +56,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from spade import stopping
 from spade.backends.embedded import resolve_model
 from spade.backends.hf import DTYPES, pick_device
+from spade.backends.threads import set_threads
 from spade.config import ModelConfig, TrainConfig, TrainerConfig
 from spade.resources import compact_heap, release_free_memory
 from spade.training.checkpoint import (
@@ -132,7 +133,9 @@ class TorchTrainer:
 
     @classmethod
     def from_config(cls, cfg: TrainConfig, *, use_accelerate: bool = False) -> TorchTrainer:
-        """The trainer of a run: ``cfg.trainer`` on ``cfg.model``, seeded with ``cfg.seed``."""
+        """The trainer of a run: ``cfg.trainer`` on ``cfg.model``, seeded with ``cfg.seed``, with the run's torch
+        threads."""
+        set_threads(cfg.model.threads)
         return cls(cfg.trainer, cfg.model, seed=cfg.seed, use_accelerate=use_accelerate)
 
     # -- Trainer ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ The scripted policy recognises the three kinds of request the loop makes (design
   skill, a stock register in the multi-turn tool contract (3-5 instructions, answer ``done``) for a tool
   skill, or, by its ``behaviour``, broken code (syntax errors, rewards out of range, no termination) or
   hostile code (loops, ``os._exit``, memory bombs, sockets); asked for a ``lines`` edit (cpu-tiny's
-  designer), the parent's level table rewritten (:mod:`spade.backends.scripted_lines`);
+  designer), the parent's level table rewritten (:mod:`spade.scripted.lines`);
 * hint: a strategy hint;
 * review: ACCEPT for quizzes of up to 4 questions (registers of up to 3 instructions), REJECT otherwise;
 * play: the right answer to the last question (or the right tool call for the last instruction, then
@@ -28,13 +28,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from spade.backends.scripted_lines import line_edit_reply
+from spade.config.skills import GAME_SKILLS
 from spade.design import prompt_texts
 from spade.design.edits import LINES_SYSTEM
 from spade.envs import rg_tasks as procedural
 from spade.pyast import parse_expression
-from spade.skills import GAME_SKILLS
-from spade.types import Completion, Message, SamplingParams, ToolSchema, TrainSample
+from spade.scripted.lines import line_edit_reply
+from spade.types import Completion, Message, SamplingParams, ToolSchema
 
 if TYPE_CHECKING:
     from spade.config import ModelConfig
@@ -382,53 +382,3 @@ class ScriptedPolicy:
         state = json.loads((path / "scripted_policy.json").read_text())
         self.skill = float(state["skill"])
         self.policy_version += 1
-
-
-class ScriptedTrainer:
-    """A Trainer double: counts updates and raises the scripted policy's skill with each one."""
-
-    def __init__(self, base_skill: float = 0.5, gain: float = 0.05) -> None:
-        self.updates = 0
-        self.lr = 0.0
-        self.base_skill = base_skill
-        self.gain = gain
-
-    @property
-    def skill(self) -> float:
-        """The skill the exported weights carry."""
-        return min(0.95, self.base_skill + self.gain * self.updates)
-
-    def train_step(self, samples: Sequence[TrainSample]) -> dict[str, float]:
-        """Count one update; report sample statistics."""
-        self.updates += 1
-        tokens = sum(sum(s.mask_T) for s in samples)
-        out = {
-            "train/tokens": float(tokens),
-            "train/sequences": float(len(samples)),
-            "train/nll": 1.0 / self.updates,  # falls with every update, like a loss being fitted
-        }
-        for role in ("agent", "designer"):
-            adv = [s.advantage for s in samples if s.role == role]
-            if adv:
-                out[f"loss/{role}"] = -sum(adv) / len(adv)
-        return out
-
-    def set_lr(self, lr: float) -> float:
-        """Accept a learning rate (a double has none); returns the previous one."""
-        previous, self.lr = self.lr, lr
-        return previous
-
-    def export_weights(self, path: Path) -> Path:
-        """Write the skill for ScriptedPolicy.load_weights."""
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "scripted_policy.json").write_text(json.dumps({"skill": self.skill}))
-        return path
-
-    def save(self, path: Path) -> None:
-        """Checkpoint the update counter."""
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "scripted_trainer.json").write_text(json.dumps({"updates": self.updates}))
-
-    def load(self, path: Path) -> None:
-        """Restore the update counter."""
-        self.updates = int(json.loads((path / "scripted_trainer.json").read_text())["updates"])
