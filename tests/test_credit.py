@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from spade.config import RewardConfig
-from spade.scoring.credit import DueCredit, EnvStats, PendingCredit, add_plays, credit_rewards, release_due
+from spade.scoring.credit import DueCredit, PendingCredit, add_plays, credit_rewards, release_due
+from spade.scoring.stats import EnvStats
 
 DELAY = 2
 

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -41,8 +42,9 @@ from spade.run.state import LoopState
 from spade.rundir import RunDir
 from spade.sandbox import Limits, Sandbox
 from spade.scoring import rewards
-from spade.scoring.credit import EnvStats, PendingCredit
-from spade.scoring.samples import constant_share, pending, remember
+from spade.scoring.credit import PendingCredit
+from spade.scoring.samples import constant_share, pending
+from spade.scoring.stats import EnvStats
 from spade.types import Completion, EnvSource
 
 SCRIPTED_FLAGS = [
@@ -399,6 +401,12 @@ def _pool_memory(tmp_path: Path, n: int) -> Memory:
     return memory
 
 
+def _played(memory: Memory, env_ids: Sequence[str], step: int) -> None:
+    """Each environment played 4 times at ``step``, won once (what the loop records after a step)."""
+    for env_id in env_ids:
+        memory.record_stats(env_id, step, 0.25, None, 4)
+
+
 def test_fixed_pool_covers_a_pool_of_100_within_ceil_100_over_24_regenerations(tmp_path: Path) -> None:
     cfg = TrainConfig(
         runs_dir=tmp_path, mode="fixed_pool", designer=DesignerConfig(envs_per_regen=24, regen_interval=2)
@@ -408,7 +416,7 @@ def test_fixed_pool_covers_a_pool_of_100_within_ceil_100_over_24_regenerations(t
         for step in range(0, 2 * math.ceil(100 / 24), 2):  # regenerations at steps 0, 2, ..., 8
             current = next_batch(cfg, memory, step)
             assert len(set(current)) == 24
-            remember(memory, {e: EnvStats(4, 1, 1.0) for e in current}, step)
+            _played(memory, current, step)
             covered.append(FixedPool().metrics(cfg, memory)["pool/covered"])
     assert covered == pytest.approx([0.24, 0.48, 0.72, 0.96, 1.0])
 
@@ -423,7 +431,7 @@ def test_fixed_pool_replay_option_explores_half_and_replays_half(tmp_path: Path)
     )
     with _pool_memory(tmp_path, 10) as memory:
         first = next_batch(cfg, memory, 0)
-        remember(memory, {e: EnvStats(4, 1, 1.0) for e in first}, 0)
+        _played(memory, first, 0)
         second = next_batch(cfg, memory, 1)
     assert len(set(first)) == len(set(second)) == 4
     assert len(set(second) & set(first)) == 2  # PLR replay of played environments

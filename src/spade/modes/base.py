@@ -26,7 +26,7 @@ from spade.run import preflight
 from spade.run.components import Components
 from spade.run.state import LoopState
 from spade.sandbox import Limits
-from spade.scoring.credit import EnvStats
+from spade.scoring.stats import EnvStats
 from spade.seeds import derive_rng, derive_seed
 from spade.types import EnvSource, TrainSample, Trajectory
 

@@ -24,8 +24,8 @@ from spade.run import preflight
 from spade.run.components import Components
 from spade.run.state import LoopState
 from spade.scoring import credit as cr
-from spade.scoring.credit import EnvStats
 from spade.scoring.samples import pending, score_designer
+from spade.scoring.stats import EnvStats
 from spade.types import TrainSample
 
 SPURIOUS = get_args(DesignerReward)

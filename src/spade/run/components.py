@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from spade.memory.archive import Memory
 from spade.play.plays import Player
 from spade.rundir import RunDir
 from spade.sandbox import EnvRunner
+from spade.scoring.stats import EnvStats
 from spade.seeds import derive_seed
 from spade.training import make_trainer
 from spade.types import Trainer, Trajectory
@@ -54,6 +55,15 @@ class Components:
     def corpus(self) -> Any:
         """The corpus (for its metrics), or an object with empty metrics when grounding is off."""
         return self.sampler.corpus if self.sampler is not None else _NoCorpus()
+
+    def remember(self, per_env: Mapping[str, EnvStats], step: int) -> dict[str, float]:
+        """Record each played environment's statistics in the archive; returns the archive's metrics."""
+        for env_id, s in per_env.items():
+            regret = s.regret.regret if s.regret is not None and s.regret.se is not None else None
+            self.memory.record_stats(env_id, step, s.win_rate, regret, s.plays)
+        metrics = self.memory.metrics()
+        metrics["memory/size"] = metrics.get("memory/valid", 0.0)
+        return metrics
 
     def corpus_state(self) -> dict[str, Any]:
         """The sampler's resumable state."""

@@ -27,7 +27,7 @@ from spade.run.components import Components, make_components
 from spade.run.resume import Progress, Resumed, check_start, fresh, open_run, restore, save_checkpoint
 from spade.run.state import LoopState
 from spade.rundir import RunDir
-from spade.scoring.samples import remember, score_agent, update_line
+from spade.scoring.samples import score_agent, update_line
 from spade.training import distributed, follow_run
 from spade.types import PlayStatus, TrainSample, Trajectory, plural
 
@@ -200,7 +200,7 @@ async def run_step(
     row.update(_update(c, agent_samples + designer_samples))
     row["time/update_s"] = time.perf_counter() - t0
 
-    row.update(remember(c.memory, per_env, step))
+    row.update(c.remember(per_env, step))
     row.update(mode.metrics(cfg, c.memory))
     row.update(c.corpus.metrics())
     row.update(resources.metrics())

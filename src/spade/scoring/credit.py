@@ -20,30 +20,11 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from spade.config.types import DesignerReward, RateMeasure
-from spade.scoring.regret import RegretEstimate
 from spade.scoring.rewards import DesignInputs, designer_reward, ema_update, invalid_env_reward
+from spade.scoring.stats import EnvStats
 
 if TYPE_CHECKING:
     from spade.config import RewardConfig
-
-
-@dataclass(frozen=True, slots=True)
-class EnvStats:
-    """What one step's finished plays of one environment measured."""
-
-    plays: int
-    """Finished unhinted plays (at least 1)."""
-    wins: int
-    """Unhinted plays won."""
-    return_sum: float
-    """Sum of the unhinted plays' episode returns."""
-    regret: RegretEstimate | None = None
-    """Hint-based regret of this step; None when the hinted arm was not played."""
-
-    @property
-    def win_rate(self) -> float:
-        """Fraction of unhinted plays won."""
-        return self.wins / self.plays
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """A step's plays and credited designs as training samples with advantages, and their metrics.
 
 :func:`score_agent` turns the unhinted plays into agent samples with group-relative advantages (constant
-groups dropped) and measures each environment (:func:`env_stats`: plays, wins, returns, hint-based regret).
-:func:`score_designer` does the same for the designer samples whose delayed credit is due;
-:func:`remember` records what each environment's plays measured in the archive.
+groups dropped) and measures each environment (:func:`spade.scoring.stats.env_stats`: plays, wins, returns,
+hint-based regret). :func:`score_designer` does the same for the designer samples whose delayed credit is
+due. Nothing here writes: the loop records the statistics in the archive (``Components.remember``).
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ import numpy as np
 
 from spade.config import TrainConfig
 from spade.design import DesignOutcome
-from spade.memory.archive import Memory
 from spade.play.rollout import prompt_reuse, status_counts
 from spade.scoring import rewards as rw
-from spade.scoring.credit import DueCredit, EnvStats, PendingCredit
-from spade.scoring.regret import estimate_regret
+from spade.scoring.credit import DueCredit, PendingCredit
+from spade.scoring.stats import EnvStats, env_stats
 from spade.types import PlayStatus, TrainSample, Trajectory, TurnTokens, plural
 
 
@@ -38,7 +37,7 @@ def score_agent(
         if not (drop and cfg.reward.drop_constant_groups) and not cut
         for sample in agent_samples(t, float(a))
     ]
-    per_env = env_stats(cfg, plain, hinted)
+    per_env = env_stats(plain, hinted, cfg.reward.regret_estimator)
     metrics: dict[str, Any] = {
         "agent/plays": float(len(plain)),
         "agent/win_rate": mean([t.success for t in plain]),
@@ -101,28 +100,6 @@ def constant_share(env_ids_N: Sequence[str], drop_N: Sequence[bool]) -> float:
     return sum(dropped.values()) / len(dropped) if dropped else 0.0
 
 
-def env_stats(
-    cfg: TrainConfig, plain: Sequence[Trajectory], hinted: Sequence[Trajectory]
-) -> dict[str, EnvStats]:
-    """Per environment with a finished unhinted play: its plays, wins, returns and regret estimate."""
-    per_env: dict[str, EnvStats] = {}
-    for env_id in dict.fromkeys(t.env_id for t in plain):
-        mine = [t for t in plain if t.env_id == env_id and t.status is not PlayStatus.ENV_ERROR]
-        mine_h = [t for t in hinted if t.env_id == env_id and t.status is not PlayStatus.ENV_ERROR]
-        if not mine:
-            continue
-        regret = None
-        if mine_h:
-            regret = estimate_regret(
-                [(t.seed, t.episode_return) for t in mine_h],
-                [(t.seed, t.episode_return) for t in mine],
-                cfg.reward.regret_estimator,
-            )
-        returns = float(np.sum([t.episode_return for t in mine]))
-        per_env[env_id] = EnvStats(len(mine), sum(t.success for t in mine), returns, regret)
-    return per_env
-
-
 def pending(d: DesignOutcome, per_env: Mapping[str, EnvStats], step: int) -> PendingCredit:
     """A new buffer entry for one designer sample; a valid env none of whose plays finished counts as invalid.
 
@@ -178,16 +155,6 @@ def score_designer(
         )
     metrics["designer/samples_kept"] = float(len(samples))
     return samples, metrics
-
-
-def remember(memory: Memory, per_env: Mapping[str, EnvStats], step: int) -> dict[str, float]:
-    """Record each played environment's statistics in the archive; returns the archive's metrics."""
-    for env_id, s in per_env.items():
-        regret = s.regret.regret if s.regret is not None and s.regret.se is not None else None
-        memory.record_stats(env_id, step, s.win_rate, regret, s.plays)
-    metrics = memory.metrics()
-    metrics["memory/size"] = metrics.get("memory/valid", 0.0)
-    return metrics
 
 
 def mean(values: Sequence[float] | Sequence[bool] | Sequence[int]) -> float:
