@@ -35,7 +35,7 @@ import torch
 
 from spade.backends.threads import choose, load_average, usable_cores
 from spade.config import CPU_TINY, ModelConfig, TrainConfig
-from spade.run import warm_start as sft
+from spade.run import warm_start
 from spade.training.trainer import TorchTrainer
 from spade.types import TrainSample
 
@@ -69,7 +69,7 @@ def time_warm_start(
     """Seconds of one warm start over ``samples`` at ``threads`` torch threads."""
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    sft._imitate(cfg, trainer, samples, lambda _: None)
+    warm_start._imitate(cfg, trainer, samples, lambda _: None)
     return time.perf_counter() - t0
 
 

@@ -22,7 +22,7 @@ import curriculum_auc as exp
 
 from spade.cli.report import write_report
 from spade.cli.train import parse_config
-from spade.run import warm_start as sft
+from spade.run import warm_start
 
 SCRIPTED = ["--model.backend", "scripted", "--model.scripted.behaviour", "valid", "--play.turn-tokens", "256",
             "--play.action-mode", "boxed", "--play.demos", "0", "--designer.max-tokens", "4096",
@@ -204,7 +204,7 @@ def test_a_delay_equal_to_the_interval_credits_every_regenerations_designs(tmp_p
 
 
 def test_every_arm_of_a_seed_shares_the_warm_start() -> None:
-    keys = {arm: sft.cache_key(parse_config(["--preset", "cpu-tiny", *args, "--seed", "3"])[0])
+    keys = {arm: warm_start.cache_key(parse_config(["--preset", "cpu-tiny", *args, "--seed", "3"])[0])
             for arm, args in exp.ARMS.items() if arm != "selfplay_shuffled"}  # fmt: skip
     assert len(set(keys.values())) == 1, keys
 

@@ -20,7 +20,7 @@ from spade import modes
 from spade.cli.train import parse_config
 from spade.config import ConfigError, ModelConfig, PlayConfig, ProceduralConfig, RolloutConfig, TrainConfig
 from spade.config import DesignerConfig as Designer
-from spade.envs import rg_tasks as procedural
+from spade.envs import rg_tasks
 from spade.modes.procedural import TaskLevel, observe, outcomes, update
 from spade.play.demos import demos_by_env
 from spade.run.loop import train
@@ -114,28 +114,28 @@ def test_controller_state_round_trips_in_the_loop_state() -> None:
 
 
 def test_levels_come_from_the_packages_curriculum() -> None:
-    levels = [json.loads(x) for x in procedural.task_levels("basic_arithmetic")]
+    levels = [json.loads(x) for x in rg_tasks.task_levels("basic_arithmetic")]
     assert len(levels) == 5  # num_terms has 5 levels, num_digits 4: the longest attribute
     assert levels[0] == {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
     assert levels[-1] == {"min_terms": 2, "max_terms": 6, "min_digits": 1, "max_digits": 4}
-    assert procedural.task_levels("gsm_symbolic") == ("{}",)  # no curriculum: one level, the defaults
+    assert rg_tasks.task_levels("gsm_symbolic") == ("{}",)  # no curriculum: one level, the defaults
 
 
 @pytest.fixture(scope="module")
 def rg_sandbox() -> Iterator[Sandbox]:
-    with Sandbox(limits=procedural.sandbox_limits(Limits())) as box:
+    with Sandbox(limits=rg_tasks.sandbox_limits(Limits())) as box:
         yield box
 
 
 def test_task_environment_runs_in_the_real_sandbox_and_resets_reproducibly(rg_sandbox: Sandbox) -> None:
-    code = procedural.task_source("chain_sum").code
+    code = rg_tasks.task_source("chain_sum").code
     observations = []
     for seed, level in ((5, 0), (5, 0), (6, 0), (5, 9)):
         with rg_sandbox.open(code, filename="<rg:chain_sum>") as env:
             assert env.meta.difficulty_levels == 11
             obs, info = env.reset(seed=seed, options={"difficulty": level})
             assert info == {"task": "chain_sum", "level": level}
-            assert procedural.ASK in obs
+            assert rg_tasks.ASK in obs
             observations.append(obs)
     assert observations[0] == observations[1]
     assert observations[0] != observations[2]
@@ -145,7 +145,7 @@ def test_task_environment_runs_in_the_real_sandbox_and_resets_reproducibly(rg_sa
 
 
 def test_solution_wins_and_a_wrong_answer_gets_feedback_then_loses(rg_sandbox: Sandbox) -> None:
-    code = procedural.task_source("products").code
+    code = rg_tasks.task_source("products").code
     with rg_sandbox.open(code) as env:
         env.reset(seed=11, options={"difficulty": 1})
         (answer,) = env.solution()
@@ -154,7 +154,7 @@ def test_solution_wins_and_a_wrong_answer_gets_feedback_then_loses(rg_sandbox: S
         env.reset(seed=11, options={"difficulty": 1})
         obs, reward, terminated, truncated, _ = env.step(answer + "1")
         assert "incorrect" in obs
-        assert procedural.ASK.lower() in obs.lower()
+        assert rg_tasks.ASK.lower() in obs.lower()
         assert (reward, terminated, truncated) == (0.0, False, False)
         obs, reward, terminated, _, _ = env.step("not a number")
         assert (obs, reward, terminated) == ("Incorrect.", 0.0, True)
@@ -165,7 +165,7 @@ def test_solution_wins_and_a_wrong_answer_gets_feedback_then_loses(rg_sandbox: S
 
 
 def test_worked_demonstrations_are_solved_episodes_at_the_played_level(rg_sandbox: Sandbox) -> None:
-    code = procedural.task_source("leg_counting").code
+    code = rg_tasks.task_source("leg_counting").code
     demos = asyncio.run(
         demos_by_env(
             rg_sandbox, [("rg:leg_counting", code, 3)], n=1, options={"difficulty": 2}, max_actions=4

@@ -36,7 +36,7 @@ from spade.errors import SpadeError
 from spade.play.agent import Episode, play_episode
 from spade.play.demos import Demo, demo_seed, record_demo
 from spade.play.prompts import GAME_SYSTEM, RELEASED_GAME_ASK
-from spade.run import warm_start as sft
+from spade.run import warm_start
 from spade.run.loop import train
 from spade.run.preflight import check_names
 from spade.sandbox import Sandbox
@@ -62,12 +62,12 @@ def _cfg(**sft_fields: Any) -> TrainConfig:
 def test_episodes_come_from_the_trained_skills_seeds_on_unplayed_seeds() -> None:
     cfg = _cfg(episodes=6)
     # the logical_deduction seeds, seating too where designer.seeds starts the archive from the lock only
-    assert sft.env_names(cfg) == sft.designer_games(cfg) == ["combination_lock", "seating"]
-    assert sft.env_names(dataclasses.replace(cfg, sft=SFTConfig(envs=("countdown",)))) == ["countdown"]
+    assert warm_start.env_names(cfg) == warm_start.designer_games(cfg) == ["combination_lock", "seating"]
+    assert warm_start.env_names(dataclasses.replace(cfg, sft=SFTConfig(envs=("countdown",)))) == ["countdown"]
 
     async def run() -> tuple[list[tuple[str, Demo]], int]:
         with Sandbox() as sb:
-            return await sft.scripted_episodes(cfg, sb)
+            return await warm_start.scripted_episodes(cfg, sb)
 
     episodes, failed = asyncio.run(run())
     assert failed == 0
@@ -93,7 +93,7 @@ def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies(
     async def run() -> tuple[Demo, Trajectory]:
         with Sandbox() as sb:
             cfg = dataclasses.replace(_cfg(episodes=1), sft=SFTConfig(episodes=1, envs=(name,)))
-            demo = (await sft.scripted_episodes(cfg, sb))[0][0][1]
+            demo = (await warm_start.scripted_episodes(cfg, sb))[0][0][1]
             policy.replies = [f"\\boxed{{{a}}}" for _, a in demo.turns]
             env = await sb.aopen(envs.spec(name).source())
             try:
@@ -106,7 +106,7 @@ def test_an_episode_sample_is_token_for_token_the_play_of_the_same_replies(
             return demo, traj
 
     demo, traj = asyncio.run(run())
-    sample = sft.episode_sample(policy.template, demo, hint or "", prompt)
+    sample = warm_start.episode_sample(policy.template, demo, hint or "", prompt)
     seen = policy.template.decode(sample.tokens_T)
     assert (RELEASED_GAME_ASK in seen) == (prompt == "released")
     assert (GAME_SYSTEM in seen) == (prompt == "compact")
@@ -123,7 +123,7 @@ def test_designer_examples_are_valid_edits_of_the_played_level_that_differ_from_
 
     async def run() -> tuple[list[tuple[list[Any], str]], int, list[tuple[Demo | None, Demo | None]]]:
         with Sandbox() as sb:
-            pairs, refused = await sft.design_edits(cfg, sb)
+            pairs, refused = await warm_start.design_edits(cfg, sb)
             demos = []
             for i, (_, reply) in enumerate(pairs):
                 parent = envs.spec(["combination_lock", "seating"][i % 2]).source()
@@ -160,7 +160,7 @@ def test_a_designer_example_is_token_for_token_the_design_of_the_same_reply() ->
 
     async def examples() -> list[tuple[list[Any], str]]:
         with Sandbox() as sb:
-            return (await sft.design_edits(cfg, sb))[0]
+            return (await warm_start.design_edits(cfg, sb))[0]
 
     [(messages, reply)] = asyncio.run(examples())
     policy = CannedPolicy([reply])
@@ -171,7 +171,7 @@ def test_a_designer_example_is_token_for_token_the_design_of_the_same_reply() ->
     )  # fmt: skip
     chars = cfg.designer.example_code_chars
     [design] = asyncio.run(designer.design(policy, [request], SamplingParams(), example_chars=chars))
-    sample = sft.design_sample(
+    sample = warm_start.design_sample(
         policy.template, policy.template.render(messages, add_generation_prompt=True), reply
     )
     assert design.code is not None
@@ -185,8 +185,8 @@ def test_a_hint_example_is_token_for_token_the_hint_request_answered_with_the_st
     code cut to fit included), and the answer is a hint the filter accepts."""
     cfg = dataclasses.replace(_cfg(hints=3), model=ModelConfig(max_context=700))  # the seeds' code is cut
     template = CannedPolicy([]).template
-    samples = sft.hint_samples(cfg, template)
-    assert sft.hint_games(cfg) == ["combination_lock", "seating"]
+    samples = warm_start.hint_samples(cfg, template)
+    assert warm_start.hint_games(cfg) == ["combination_lock", "seating"]
     assert len(samples) == 3
     d = cfg.designer
     params = SamplingParams(max_tokens=d.hint_max_tokens)
@@ -213,11 +213,11 @@ def test_hint_examples_need_a_seed_game_with_a_strategy_note(monkeypatch: pytest
     cfg = _cfg(hints=2)
     for name in ("combination_lock", "seating"):
         monkeypatch.setitem(envs._REGISTRY, name, dataclasses.replace(envs.spec(name), strategy=""))
-    assert sft.hint_samples(cfg, CannedPolicy([]).template) == []
+    assert warm_start.hint_samples(cfg, CannedPolicy([]).template) == []
 
     async def run() -> None:
         with Sandbox() as sb:
-            await sft.warm_start(cfg, sb, CannedPolicy([]).template, ScriptedTrainer(), lambda _: None)
+            await warm_start.warm_start(cfg, sb, CannedPolicy([]).template, ScriptedTrainer(), lambda _: None)
 
     with pytest.raises(SpadeError, match="no seed game of combination_lock, seating has a strategy note"):
         asyncio.run(run())
@@ -231,7 +231,7 @@ def test_warm_start_trains_every_epoch_at_its_own_lr_then_restores_the_trainers(
 
     async def run() -> dict[str, float]:
         with Sandbox() as sb:
-            return await sft.warm_start(cfg, sb, CannedPolicy([]).template, trainer, seen.append)
+            return await warm_start.warm_start(cfg, sb, CannedPolicy([]).template, trainer, seen.append)
 
     metrics = asyncio.run(run())
     assert trainer.updates == 2 * 3  # 5 episodes in batches of 2, twice
@@ -270,7 +270,7 @@ def test_a_stop_request_ends_the_warm_start_before_its_next_step() -> None:
 
     async def run() -> dict[str, float]:
         with Sandbox() as sb:
-            return await sft.warm_start(cfg, sb, CannedPolicy([]).template, trainer, lambda _: None)
+            return await warm_start.warm_start(cfg, sb, CannedPolicy([]).template, trainer, lambda _: None)
 
     try:
         with pytest.raises(stopping.Interrupted, match="stopped by SIGINT"):
@@ -286,7 +286,9 @@ def test_the_first_hinted_episodes_carry_their_games_strategy_note() -> None:
 
     async def run() -> dict[str, float]:
         with Sandbox() as sb:
-            return await sft.warm_start(cfg, sb, CannedPolicy([]).template, ScriptedTrainer(), notes.append)
+            return await warm_start.warm_start(
+                cfg, sb, CannedPolicy([]).template, ScriptedTrainer(), notes.append
+            )
 
     assert asyncio.run(run())["sft/hinted_episodes"] == 3
 
@@ -297,13 +299,13 @@ def test_a_designer_only_warm_start_trains_the_designer_role() -> None:
 
     async def run() -> dict[str, float]:
         with Sandbox() as sb:
-            return await sft.warm_start(cfg, sb, CannedPolicy([]).template, trainer, lambda _: None)
+            return await warm_start.warm_start(cfg, sb, CannedPolicy([]).template, trainer, lambda _: None)
 
     metrics = asyncio.run(run())
     assert (metrics["sft/episodes"], metrics["sft/designs"], metrics["sft/hints"]) == (0, 3, 2)
     assert metrics["sft/refused_edits"] > 0  # edits of levels that are not played
     assert trainer.updates == 3
-    assert sft.describe(metrics, ["combination_lock"]).startswith(
+    assert warm_start.describe(metrics, ["combination_lock"]).startswith(
         "sft: imitated 0 scripted episodes of combination_lock and 3 line edits and 2 hints in 3 steps"
     )
 
@@ -313,7 +315,7 @@ def test_scripts_that_do_not_win_in_the_turn_budget_are_counted_and_none_is_an_e
 
     async def run() -> None:
         with Sandbox() as sb:
-            await sft.warm_start(cfg, sb, CannedPolicy([]).template, ScriptedTrainer(), lambda _: None)
+            await warm_start.warm_start(cfg, sb, CannedPolicy([]).template, ScriptedTrainer(), lambda _: None)
 
     with pytest.raises(SpadeError, match="none of 3 scripted episodes of combination_lock, seating won"):
         asyncio.run(run())
@@ -375,13 +377,13 @@ def test_the_cache_key_covers_the_source_of_every_game_the_warm_start_imitates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cfg = _cfg(episodes=4)
-    key = sft.cache_key(cfg)
+    key = warm_start.cache_key(cfg)
     for name in ("countdown", "seating"):  # countdown is no logical_deduction seed: not imitated
         spec = envs.spec(name)
         edited = tmp_path / f"{name}.py"
         edited.write_text(spec.source() + "\n# edited\n")
         monkeypatch.setitem(envs._REGISTRY, name, dataclasses.replace(spec, source_path=edited))
-        assert (sft.cache_key(cfg) == key) == (name == "countdown")
+        assert (warm_start.cache_key(cfg) == key) == (name == "countdown")
 
 
 @pytest.mark.slow
@@ -394,7 +396,7 @@ def test_the_real_trainer_fits_the_scripted_replies(tmp_path: Path) -> None:
 
     async def run() -> dict[str, float]:
         with Sandbox() as sb:
-            return await sft.warm_start(cfg, sb, template, trainer, lambda _: None)
+            return await warm_start.warm_start(cfg, sb, template, trainer, lambda _: None)
 
     metrics = asyncio.run(run())
     assert math.isfinite(metrics["sft/loss_first"])
@@ -407,15 +409,15 @@ def test_warm_starts_stored_side_by_side_keep_the_first_whole_and_leave_nothing_
     folder = tmp_path / ".sft-cache" / "key"
     first, second = ScriptedTrainer(), ScriptedTrainer()
     first.updates, second.updates = 3, 5
-    sft._store(folder, first, {"sft/steps": 3.0})
-    sft._store(folder, second, {"sft/steps": 5.0})  # finished later: the stored entry stays
+    warm_start._store(folder, first, {"sft/steps": 3.0})
+    warm_start._store(folder, second, {"sft/steps": 5.0})  # finished later: the stored entry stays
     assert json.loads((folder / "metrics.json").read_text()) == {"sft/steps": 3.0}
     restored = ScriptedTrainer()
     restored.load(folder / "trainer")
     assert restored.updates == 3
     assert [p.name for p in folder.parent.iterdir()] == ["key"]
     (folder / "metrics.json").unlink()  # an incomplete entry is replaced
-    sft._store(folder, second, {"sft/steps": 5.0})
+    warm_start._store(folder, second, {"sft/steps": 5.0})
     assert json.loads((folder / "metrics.json").read_text()) == {"sft/steps": 5.0}
     assert [p.name for p in folder.parent.iterdir()] == ["key"]
 
@@ -424,7 +426,7 @@ def test_the_cache_key_covers_every_model_option_that_shapes_the_entry_and_no_ru
     """A scripted run's entry is no torch trainer's (and the other way round): the backend, and whatever else
     changes what is stored, is part of the key; thread counts and engine settings are not."""
     cfg = _cfg(episodes=4)
-    key = sft.cache_key(cfg)
+    key = warm_start.cache_key(cfg)
     shaping = {
         "model.backend": "scripted",
         "model.model": "/models/other",
@@ -437,7 +439,7 @@ def test_the_cache_key_covers_every_model_option_that_shapes_the_entry_and_no_ru
         "trainer.lr": 1e-4,
     }
     for name, value in shaping.items():
-        assert sft.cache_key(with_options(cfg, {name: value})) != key, name
+        assert warm_start.cache_key(with_options(cfg, {name: value})) != key, name
     runtime_or_sampling = {
         "model.threads": 1,
         "model.max_concurrency": 3,
@@ -447,14 +449,14 @@ def test_the_cache_key_covers_every_model_option_that_shapes_the_entry_and_no_ru
         "transcripts.enabled": False,
     }
     for name, value in runtime_or_sampling.items():
-        assert sft.cache_key(with_options(cfg, {name: value})) == key, name
+        assert warm_start.cache_key(with_options(cfg, {name: value})) == key, name
 
 
 def test_every_model_option_is_either_keyed_or_named_as_not_shaping_a_warm_start() -> None:
     """A new model option makes its author decide whether warm starts depend on it."""
-    named = set(sft._MODEL_KEYED) | set(sft._MODEL_UNKEYED)
+    named = set(warm_start._MODEL_KEYED) | set(warm_start._MODEL_UNKEYED)
     assert named == {f.name for f in dataclasses.fields(ModelConfig)}
-    assert not set(sft._MODEL_KEYED) & set(sft._MODEL_UNKEYED)
+    assert not set(warm_start._MODEL_KEYED) & set(warm_start._MODEL_UNKEYED)
 
 
 class _OtherTrainer(ScriptedTrainer):
@@ -474,7 +476,9 @@ class _OtherTrainer(ScriptedTrainer):
 def _warm(cfg: TrainConfig, trainer: ScriptedTrainer, lines: list[str]) -> dict[str, Any]:
     async def run() -> dict[str, Any]:
         with Sandbox() as sb:
-            return await sft.cached_warm_start(cfg, sb, CannedPolicy([]).template, trainer, lines.append)
+            return await warm_start.cached_warm_start(
+                cfg, sb, CannedPolicy([]).template, trainer, lines.append
+            )
 
     return asyncio.run(run())
 
@@ -482,7 +486,7 @@ def _warm(cfg: TrainConfig, trainer: ScriptedTrainer, lines: list[str]) -> dict[
 @pytest.mark.parametrize("damage", ["another_trainer", "trainer_files_gone", "metrics_cut", "state_cut"])
 def test_an_unusable_cache_entry_is_done_again_and_replaced_not_fatal(tmp_path: Path, damage: str) -> None:
     cfg = dataclasses.replace(_cfg(episodes=2, epochs=1, batch=2), runs_dir=tmp_path)
-    folder = tmp_path / ".sft-cache" / sft.cache_key(cfg)
+    folder = tmp_path / ".sft-cache" / warm_start.cache_key(cfg)
     first = _warm(cfg, _OtherTrainer() if damage == "another_trainer" else ScriptedTrainer(), [])
     assert (first["sft/cached"], first["sft/cache_rebuilt"]) == (0.0, 0.0)
     if damage == "trainer_files_gone":
@@ -508,15 +512,15 @@ def test_a_torch_trainer_refuses_a_scripted_entry_and_warms_up_again(tmp_path: P
     model = write_tiny_model(tmp_path / "tiny")
     cfg = dataclasses.replace(_cfg(episodes=2, epochs=1, batch=2), runs_dir=tmp_path)
     cfg = with_options(cfg, {"model.model": str(model)})
-    folder = tmp_path / ".sft-cache" / sft.cache_key(cfg)
-    sft._store(folder, ScriptedTrainer(), {"sft/steps": 1.0})
+    folder = tmp_path / ".sft-cache" / warm_start.cache_key(cfg)
+    warm_start._store(folder, ScriptedTrainer(), {"sft/steps": 1.0})
     trainer = TorchTrainer(TrainerConfig(micro_batch_tokens=4096), cfg.model)
     lines: list[str] = []
 
     async def run() -> dict[str, Any]:
         with Sandbox() as sb:
             template = HFChatTemplate(trainer.tokenizer)
-            return await sft.cached_warm_start(cfg, sb, template, trainer, lines.append)
+            return await warm_start.cached_warm_start(cfg, sb, template, trainer, lines.append)
 
     metrics = asyncio.run(run())
     assert metrics["sft/cache_rebuilt"] == 1.0
@@ -528,8 +532,8 @@ def test_every_arm_of_a_seed_shares_its_warm_start_and_seeds_do_not() -> None:
     """An experiment's arms (self-play, the fixed pool, procedural, the designer never trained) start from one
     warm start per seed: the mode and whether the designer is trained afterwards are not in the key."""
     cfg = _cfg(episodes=4)
-    key = sft.cache_key(cfg)
+    key = warm_start.cache_key(cfg)
     for name, value in {"mode": "fixed_pool", "designer.train": False}.items():
-        assert sft.cache_key(with_options(cfg, {name: value})) == key, name
-    assert sft.cache_key(with_options(cfg, {"mode": "procedural", "designer.train": False})) == key
-    assert sft.cache_key(with_options(cfg, {"seed": cfg.seed + 1})) != key
+        assert warm_start.cache_key(with_options(cfg, {name: value})) == key, name
+    assert warm_start.cache_key(with_options(cfg, {"mode": "procedural", "designer.train": False})) == key
+    assert warm_start.cache_key(with_options(cfg, {"seed": cfg.seed + 1})) != key

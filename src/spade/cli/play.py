@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TextIO
 
 from spade.env import StepResult, TextEnv, ToolEnv, answer_action, tool_call_action
-from spade.envs import rg_tasks as procedural
+from spade.envs import rg_tasks
 from spade.types import PlayStatus, plural, status_words
 
 Solver = Literal["scripted", "human", "model"]
@@ -226,8 +226,8 @@ def open_playable(env_or_file: str, max_turns: int | None = None) -> Iterator[Pl
         kwargs = {} if max_turns is None else {"max_turns": max_turns}
         yield _TrustedEnv(envs.make(env_or_file, **kwargs))
         return
-    if env_or_file.startswith(procedural.ENV_PREFIX):  # a Reasoning-Gym task, as --mode procedural plays it
-        limits = procedural.sandbox_limits(Limits())
+    if env_or_file.startswith(rg_tasks.ENV_PREFIX):  # a Reasoning-Gym task, as --mode procedural plays it
+        limits = rg_tasks.sandbox_limits(Limits())
         code = _procedural_source(env_or_file)
         with Sandbox(limits) as box, box.open(code, filename=f"<{env_or_file}>", max_turns=max_turns) as env:
             yield env
@@ -303,7 +303,7 @@ def _source_of(env_or_file: str) -> tuple[str, str]:
 
     if env_or_file in envs.names():
         return envs.spec(env_or_file).source(), env_or_file
-    if env_or_file.startswith(procedural.ENV_PREFIX):
+    if env_or_file.startswith(rg_tasks.ENV_PREFIX):
         return _procedural_source(env_or_file), env_or_file
     path = Path(env_or_file)
     return _file_source(path), path.stem
@@ -311,11 +311,11 @@ def _source_of(env_or_file: str) -> tuple[str, str]:
 
 def _procedural_source(name: str) -> str:
     """The environment source of ``rg:<task>`` (ValueError naming close tasks when there is none)."""
-    task = procedural.task_of(name)
-    problem = procedural.task_problem([task], where=name)
+    task = rg_tasks.task_of(name)
+    problem = rg_tasks.task_problem([task], where=name)
     if problem:
         raise ValueError(problem)
-    return procedural.task_source(task).code
+    return rg_tasks.task_source(task).code
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,9 +334,7 @@ async def _watch(cfg: Any, policy: Any, w: _Watch, out: TextIO) -> PlayResult:
     from spade.sandbox import EnvInstance, Sandbox  # noqa: PLC0415
 
     out.write(f"Seed: {w.seed}\n")
-    limits = (
-        procedural.sandbox_limits(cfg.sandbox) if w.name.startswith(procedural.ENV_PREFIX) else cfg.sandbox
-    )
+    limits = rg_tasks.sandbox_limits(cfg.sandbox) if w.name.startswith(rg_tasks.ENV_PREFIX) else cfg.sandbox
     with Sandbox(limits=limits) as runner:
         env = await runner.aopen(w.code, filename=f"<{w.name}>", max_turns=w.max_turns)
         options, level = _run_level(cfg.play, w.options, env.meta.difficulty_levels)

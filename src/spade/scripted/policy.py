@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 from spade.config.skills import GAME_SKILLS
 from spade.design import prompt_texts
 from spade.design.edits import LINES_SYSTEM
-from spade.envs import rg_tasks as procedural
+from spade.envs import rg_tasks
 from spade.pyast import parse_expression
 from spade.scripted.lines import line_edit_reply
 from spade.types import Completion, Message, SamplingParams, ToolSchema
@@ -272,7 +272,7 @@ def play_reply(prompt: str, skill: float) -> str:
     if steps:
         return _tool_reply(prompt, steps[-1], skill)
     questions = _QUESTION.findall(prompt)
-    if not questions and procedural.ASK in prompt:
+    if not questions and rg_tasks.ASK in prompt:
         return _expression_reply(prompt, skill)
     if not questions:
         return "I am not sure. \\boxed{0}"
