@@ -306,6 +306,13 @@ def test_the_engine_samples_in_bfloat16_only_where_asked_or_where_the_cpu_has_bf
     assert CPU_TINY.model.dtype == "float32"
 
 
+def test_every_backend_names_its_trainer() -> None:
+    from spade.backends.registry import BACKENDS, TRAINERS  # noqa: PLC0415 - the registry under test
+
+    assert set(TRAINERS) == set(BACKENDS)
+    assert TRAINERS["scripted"] == "spade.scripted.trainer:ScriptedTrainer"
+
+
 def test_unknown_backend_is_a_config_error_listing_the_registry() -> None:
     from spade.backends import BACKENDS, make_policy  # noqa: PLC0415 - the registry under test
 

@@ -1,4 +1,4 @@
-"""The scripted Trainer double: counts updates and raises the scripted policy's skill with each one."""
+"""The trainer of the scripted backend (:data:`spade.backends.registry.TRAINERS`), with no model to update."""
 
 from __future__ import annotations
 
